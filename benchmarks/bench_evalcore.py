@@ -1,0 +1,122 @@
+"""Performance figures for evalcore, each a ratio against a baseline measured in the same run.
+
+    make bench        (or: python benchmarks/bench_evalcore.py [--skip-demo])
+
+Figures, not tests: timings move with the machine and its load, ratios much less so.
+"""
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import evalcore as ec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def best_of(fn, repeat=3):
+    """The fastest of `repeat` runs of fn(), in seconds (the least disturbed by other load)."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def padded_batches(token_lists, batch_size, sort):
+    """Right-padded LongTensors, as perplexity_eval builds them (sorted) or in input order."""
+    order = sorted(range(len(token_lists)), key=lambda i: -len(token_lists[i])) if sort \
+        else list(range(len(token_lists)))
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = [token_lists[i] for i in order[start:start + batch_size]]
+        ids = torch.full((len(rows), max(map(len, rows))), ec.InstructionTokenizer.pad_id)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = torch.tensor(r)
+        batches.append(ids)
+    return batches
+
+
+def padding_fraction(batches, token_lists):
+    return 1 - sum(map(len, token_lists)) / sum(b.numel() for b in batches)
+
+
+@torch.no_grad()
+def bare_forward(model, batches):
+    for ids in batches:
+        model(ids[:, :-1])
+
+
+def bench_perplexity(model, tok, texts, batch_size=16):
+    token_lists = [tok.encode(t) for t in texts]
+    sorted_batches = padded_batches(token_lists, batch_size, sort=True)
+    input_batches = padded_batches(token_lists, batch_size, sort=False)
+    n_tokens = sum(len(t) - 1 for t in token_lists)
+    t_eval = best_of(lambda: ec.perplexity_eval(model, tok, texts, batch_size=batch_size))
+    t_bare = best_of(lambda: bare_forward(model, sorted_batches))
+    t_input = best_of(lambda: bare_forward(model, input_batches))
+    print(f"perplexity_eval: {len(texts)} texts, {n_tokens} scored tokens, batch_size {batch_size}")
+    print(f"  perplexity_eval      {n_tokens / t_eval:10.0f} tokens/s")
+    print(f"  bare forward, sorted {n_tokens / t_bare:10.0f} tokens/s")
+    print(f"  throughput ratio eval / bare forward: {t_bare / t_eval:.2f} (target >= 0.9)")
+    print(f"  padding: {padding_fraction(input_batches, token_lists):.0%} in input order, "
+          f"{padding_fraction(sorted_batches, token_lists):.0%} length-sorted; "
+          f"sorted is {t_input / t_bare:.2f}x faster")
+
+
+def bench_generate(tok, n_prompts=20, new_tokens=32):
+    torch.manual_seed(0)  # untrained: it rarely emits PAD, so every prompt decodes all new_tokens
+    model = ec.TinyGPT(tok.vocab_size).eval()
+    prompts = [q for q, _ in ec.load_fixtures()["em"]][:n_prompts]
+    batched = ec.generate(model, tok, prompts, max_new_tokens=new_tokens)
+    naive = [ec._generate_uncached(model, tok, p, new_tokens) for p in prompts]
+    assert batched == naive, "batched KV-cache decoding disagrees with naive decoding"
+    t_batched = best_of(lambda: ec.generate(model, tok, prompts, max_new_tokens=new_tokens))
+    t_cache_only = best_of(lambda: [ec.generate(model, tok, [p], max_new_tokens=new_tokens)
+                                    for p in prompts])
+    t_naive = best_of(lambda: [ec._generate_uncached(model, tok, p, new_tokens) for p in prompts], 1)
+    print(f"generate: {n_prompts} prompts x {new_tokens} new tokens (same strings as naive)")
+    print(f"  naive (full forward per step, one prompt at a time) {t_naive:6.2f} s")
+    print(f"  KV cache, one prompt at a time                       {t_cache_only:6.2f} s "
+          f"({t_naive / t_cache_only:.1f}x)")
+    print(f"  KV cache + left-padded batch (generate)              {t_batched:6.2f} s "
+          f"({t_naive / t_batched:.1f}x, target >= 10x)")
+
+
+def bench_demo():
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, str(ROOT / "evalcore.py"), "--out", f"{tmp}/report.json"],
+                       check=True, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"demo: {wall:.1f} s wall (target <= 90 s on 2 cores), peak memory {peak_mb:.0f} MB")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-demo", action="store_true", help="skip the demo wall-time run")
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    tok = ec.InstructionTokenizer()
+    model = ec.load_pretrained()
+    fx = ec.load_fixtures()
+    fits = [t for t in fx["lm"] if len(tok.encode(t)) <= model.config.max_len + 1]  # one window each
+    texts = fits * 10  # texts of very different lengths, as a real held-out set has
+    bench_perplexity(model, tok, texts)
+    print()
+    bench_generate(tok)
+    if not args.skip_demo:
+        print()
+        bench_demo()
+
+
+if __name__ == "__main__":
+    main()

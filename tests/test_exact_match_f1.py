@@ -1,0 +1,341 @@
+"""Lessons 5-6: exact match, token F1, and compatibility with the official SQuAD v2.0 script."""
+
+import collections
+import re
+import string
+
+import pytest
+
+import evalcore as ec
+
+# ----------------------------------------------------------------------------------------------
+# normalise_em and exact_match
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Paris?!", "paris"),
+    ("Paris .", "paris"),
+    ("  Paris  ", "paris"),
+    ("PARIS", "paris"),
+    ("Paris!!!", "paris"),
+    ("Paris. ! ?", "paris"),
+    ("New\u00a0York", "new york"),  # no-break space
+    ("New\u3000York", "new york"),  # ideographic space
+    ("New \t\n\u2003 York", "new york"),
+    ("\u00a0Tokyo\u3000", "tokyo"),
+    ("Mr. Smith", "mr. smith"),  # only trailing . ! ? go
+    ("U.S.A.", "u.s.a"),
+    ("Hello, world!", "hello, world"),  # comma kept
+    ("Paris,", "paris,"),
+    ("Wait... what?", "wait... what"),
+    ("?!.", ""),
+    ("", ""),
+    ("   ", ""),
+    ("¿Qué?", "¿qué"),
+    ("東京。", "東京。"),  # the ideographic full stop is not in . ! ?
+])
+def test_normalise_em_hand_cases(text, expected):
+    assert ec.normalise_em(text) == expected
+
+
+TRICKY = ["Paris?!", "Paris .", " . ", "a . . !", "x!?. ?", "  Mixed CASE  text.  ", "\u00a0\u3000",
+          "New\u00a0York\u3000City!", "tab\tand\nnewline?", "İstanbul", "ǅemal", "ΣΊΣΥΦΟΣ.", "Straße",
+          "ﬁnal.", "e\u0301.", "...", "?", "", "U.S.A. !", "Ends with space ? ", "a\u2028b.", "a\x1cb",
+          "mid?dle", "🙂!", "東京。!", "  Wait... what ? ! "]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_normalise_em_is_idempotent(text):
+    once = ec.normalise_em(text)
+    assert ec.normalise_em(once) == once
+    assert once == once.strip()
+    assert "  " not in once
+    assert not once.endswith((".", "!", "?"))
+
+
+def test_exact_match_values_and_type():
+    assert ec.exact_match("Paris", "paris.") == 1.0
+    assert ec.exact_match("  the   Eiffel Tower!", "The Eiffel Tower") == 1.0
+    assert ec.exact_match("Paris", "London") == 0.0
+    assert ec.exact_match("Paris,", "Paris") == 0.0
+    assert ec.exact_match("Tower Eiffel", "Eiffel Tower") == 0.0
+    assert isinstance(ec.exact_match("a", "a"), float)
+
+
+def test_exact_match_best_over_a_list_of_references():
+    assert ec.exact_match("8", ["8", "eight"]) == 1.0
+    assert ec.exact_match("Eight.", ["8", "eight"]) == 1.0
+    assert ec.exact_match("seven", ["8", "eight"]) == 0.0
+    assert ec.exact_match("8", ("8",)) == 1.0
+
+
+def test_exact_match_with_another_normaliser():
+    assert ec.exact_match("The Paris", "paris", normalise=ec.normalise_squad) == 1.0
+    assert ec.exact_match("The Paris", "paris") == 0.0
+
+
+@pytest.mark.parametrize("prediction,reference", [
+    (None, "a"), (5, "a"), (["a"], "a"), (b"a", "a"),
+    ("a", None), ("a", 5), ("a", []), ("a", ["b", 3]), ("a", [None]), ("a", b"a"),
+])
+def test_exact_match_bad_input(prediction, reference):
+    with pytest.raises(ValueError):
+        ec.exact_match(prediction, reference)
+    with pytest.raises(ValueError):
+        ec.token_f1(prediction, reference)
+
+
+# ----------------------------------------------------------------------------------------------
+# normalise_f1 and token_f1
+# ----------------------------------------------------------------------------------------------
+
+
+def test_normalise_f1_keeps_punctuation():
+    assert ec.normalise_f1("  Paris.\u00a0Is  BIG! ") == "paris. is big!"
+
+
+def test_token_f1_hand_computed_exact_values():
+    # 4 shared tokens in 5 + 5: 2 * 4 / 10 = 0.8, exactly the float 0.8
+    assert ec.token_f1("the cat sat on mat", "the cat sat on rug") == 0.8
+    # 1 shared in 2 + 2: 0.5
+    assert ec.token_f1("paris france", "paris city") == 0.5
+    # 1 shared in 5 + 5: 0.2
+    assert ec.token_f1("a b c d e", "a f g h i") == 0.2
+    # precision 2/3, recall 1: harmonic mean 0.8
+    assert ec.token_f1("a b c", "a b") == 0.8
+    assert ec.token_f1("x y", "a b") == 0.0
+    assert ec.token_f1("Tower Eiffel", "eiffel tower") == 1.0  # a bag: order is free
+
+
+def test_token_f1_counts_repeated_tokens_as_a_multiset():
+    # "the" three times against once: overlap 1 (not 3); 2 * 1 / (3 + 2) = 0.4
+    assert ec.token_f1("the the the", "the cat") == pytest.approx(0.4, abs=1e-15)
+    # overlap min(2, 2) + 0 = 2: 2 * 2 / 6
+    assert ec.token_f1("a a b", "a a c") == pytest.approx(2 / 3, abs=1e-15)
+    assert ec.f1_counts("the the the", "the cat") == (1, 3, 2)
+    assert ec.f1_counts("a a b", "a a c") == (2, 3, 3)
+
+
+def test_token_f1_punctuation_is_kept():
+    assert ec.token_f1("Paris.", "Paris") == 0.0
+    assert ec.exact_match("Paris.", "Paris") == 1.0  # EM drops the trailing full stop
+    assert ec.token_f1("PARIS  is\u00a0big", "paris is big") == 1.0
+
+
+def test_token_f1_empty_sides():
+    assert ec.token_f1("", "") == 1.0
+    assert ec.token_f1("   ", "\u3000") == 1.0
+    assert ec.token_f1("a", "") == 0.0
+    assert ec.token_f1("", "a") == 0.0
+
+
+def test_token_f1_best_over_a_list_of_references():
+    assert ec.token_f1("a b", ["c", "a b c"]) == 0.8
+    assert ec.token_f1("a b", ["c d", "e"]) == 0.0
+    assert ec.token_f1("a b", ["a b c", "a b"]) == 1.0
+
+
+# ----------------------------------------------------------------------------------------------
+# SQuAD v2.0: the official script's behaviour, reproduced here independently
+# ----------------------------------------------------------------------------------------------
+
+
+def squad_normalize_answer(s):
+    """evaluate-v2.0.py: lower, remove ASCII punctuation, articles -> ' ', collapse whitespace."""
+    def remove_articles(text):
+        regex = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+        return re.sub(regex, " ", text)
+
+    def white_space_fix(text):
+        return " ".join(text.split())
+
+    def remove_punc(text):
+        exclude = set(string.punctuation)
+        return "".join(ch for ch in text if ch not in exclude)
+
+    return white_space_fix(remove_articles(remove_punc(s.lower())))
+
+
+def squad_get_tokens(s):
+    if not s:
+        return []
+    return squad_normalize_answer(s).split()
+
+
+def squad_compute_exact(a_gold, a_pred):
+    return int(squad_normalize_answer(a_gold) == squad_normalize_answer(a_pred))
+
+
+def squad_compute_f1(a_gold, a_pred):
+    gold_toks = squad_get_tokens(a_gold)
+    pred_toks = squad_get_tokens(a_pred)
+    common = collections.Counter(gold_toks) & collections.Counter(pred_toks)
+    num_same = sum(common.values())
+    if len(gold_toks) == 0 or len(pred_toks) == 0:
+        return int(gold_toks == pred_toks)  # no-answer: 1 if both empty, else 0
+    if num_same == 0:
+        return 0
+    precision = 1.0 * num_same / len(pred_toks)
+    recall = 1.0 * num_same / len(gold_toks)
+    return (2 * precision * recall) / (precision + recall)
+
+
+SQUAD_CASES = [
+    ("Paris", "paris"),
+    ("Paris。", "Paris"),  # U+3002 is not ASCII punctuation: kept
+    ("“Paris”", "Paris"),
+    ("Paris — France", "Paris France"),
+    ("Paris – France", "Paris - France"),
+    ("«Paris»", "Paris"),
+    ("¿Qué?", "Qué"),
+    ("Paris，France", "Paris France"),
+    ("U.S.A.", "USA"),
+    ("U.S. A", "US"),
+    ("the U.S.A.", "usa"),
+    ("The.Eiffel.Tower", "Eiffel Tower"),
+    ("The Eiffel Tower", "eiffel tower"),
+    ("theatre", "atre"),
+    ("anthem", "them"),
+    ("an anthem", "anthem"),
+    ("A theory", "theory"),
+    ("Athens", "thens"),
+    ("the the the cat", "the cat"),
+    ("cat cat cat dog", "cat dog dog"),
+    ("a b c d e", "a f g h i"),
+    ("Tower Eiffel", "Eiffel Tower"),
+    ("", ""),
+    ("A", ""),
+    ("", "A"),
+    ("the", ""),
+    (".", ""),
+    ("A", "an"),
+    ("", "Paris"),
+    ("Paris", ""),
+    ("Paris\u00a0France", "paris france"),
+    ("Paris\u3000France", "paris france"),
+    ("zero\u200bwidth", "zero width"),
+    ("ﬁnal", "final"),
+    ("café", "cafe\u0301"),
+    ("Rock'n'Roll", "rocknroll"),
+    ("100 degrees Celsius", "100°C"),
+    ("1,000", "1000"),
+    ("$5.00", "500"),
+    ("New York's Central Park", "central park in new york"),
+    ("Cairo is the capital of Egypt and lies on the Nile.", "Cairo is the capital city of Egypt."),
+    ("the cat sat on the mat", "a cat sat on a mat"),
+    ("Apple an apple a day", "an apple"),
+]
+
+
+@pytest.mark.parametrize("pred,gold", SQUAD_CASES + [(g, p) for p, g in SQUAD_CASES])
+def test_squad_compatibility(pred, gold):
+    assert ec.normalise_squad(pred) == squad_normalize_answer(pred)
+    assert ec.exact_match(pred, gold, normalise=ec.normalise_squad) == squad_compute_exact(gold, pred)
+    assert ec.token_f1(pred, gold, normalise=ec.normalise_squad) == pytest.approx(
+        squad_compute_f1(gold, pred), abs=1e-12)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("The.Eiffel.Tower", "theeiffeltower"),  # punctuation goes before articles are matched
+    ("U.S.A.", "usa"),
+    ("U.S. A", "us"),  # the lone "a" left is an article
+    ("theatre", "theatre"),
+    ("anthem", "anthem"),
+    ("A", ""),
+    ("An apple, the pear; a plum!", "apple pear plum"),
+    ("“Paris”。", "“paris”。"),
+    ("Paris — France", "paris — france"),
+])
+def test_normalise_squad_hand_cases(text, expected):
+    assert ec.normalise_squad(text) == expected
+
+
+def test_squad_a_versus_empty():
+    # 'A' normalises to '': EM 1 and F1 1 against an empty answer, as in the official script
+    assert ec.exact_match("", "A", normalise=ec.normalise_squad) == 1.0
+    assert ec.token_f1("", "A", normalise=ec.normalise_squad) == 1.0
+    assert ec.token_f1("A", "Paris", normalise=ec.normalise_squad) == 0.0
+
+
+def test_squad_best_over_golds():
+    golds = ["Eiffel Tower", "the Eiffel Tower in Paris", "tower"]
+    for pred in ["The Eiffel Tower", "tower in Paris", "Paris", "the tower"]:
+        assert ec.exact_match(pred, golds, normalise=ec.normalise_squad) == max(
+            squad_compute_exact(g, pred) for g in golds)
+        assert ec.token_f1(pred, golds, normalise=ec.normalise_squad) == pytest.approx(
+            max(squad_compute_f1(g, pred) for g in golds), abs=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# exact_match_eval and token_f1_eval (generation replaced by fixed answers)
+# ----------------------------------------------------------------------------------------------
+
+PAIRS = [("What is the capital of France?", "Paris"),
+         ("How many legs does a spider have?", ["8", "eight"]),
+         ("Which planet is red?", "Mars"),
+         ("Describe Tokyo.", "Tokyo is the capital of Japan.")]
+ANSWERS = ["paris.", "Eight", "Jupiter", "Tokyo is the capital city of Japan."]
+
+
+@pytest.fixture
+def fixed_answers(monkeypatch):
+    calls = []
+
+    def fake_generate(model, tok, instructions, max_new_tokens=48):
+        calls.append(list(instructions))
+        return [ANSWERS[[q for q, _ in PAIRS].index(s)] for s in instructions]
+
+    monkeypatch.setattr(ec, "generate", fake_generate)
+    return calls
+
+
+def test_exact_match_eval_records(fixed_answers, tok):
+    result = ec.exact_match_eval(None, tok, PAIRS)
+    assert fixed_answers == [[q for q, _ in PAIRS]]  # one batched call
+    assert result.name == "exact_match"
+    assert [r["score"] for r in result.per_example] == [1.0, 1.0, 0.0, 0.0]
+    assert result.value == 0.5
+    rec = result.per_example[1]
+    assert {"instruction", "prediction", "reference", "score", "prediction_normalised",
+            "reference_normalised"} <= set(rec)
+    assert rec["instruction"] == PAIRS[1][0] and rec["prediction"] == "Eight"
+    assert rec["reference"] == ["8", "eight"]
+    assert rec["prediction_normalised"] == "eight"
+    assert rec["reference_normalised"] == ["8", "eight"]
+    assert result.per_example[0]["reference_normalised"] == "paris"
+
+
+def test_token_f1_eval_records(fixed_answers, tok):
+    result = ec.token_f1_eval(None, tok, PAIRS)
+    assert result.name == "token_f1"
+    scores = [r["score"] for r in result.per_example]
+    # "paris." vs "paris": punctuation kept -> 0; "eight" matches the 2nd reference -> 1;
+    # tokyo is the capital [city] of japan. : 6 shared tokens in 7 + 6 -> 12 / 13
+    assert scores[:3] == [0.0, 1.0, 0.0]
+    assert scores[3] == pytest.approx(12 / 13, abs=1e-15)
+    assert result.value == pytest.approx((1 + 12 / 13) / 4, abs=1e-15)
+    rec = result.per_example[3]
+    assert rec["precision"] == pytest.approx(6 / 7, abs=1e-15)
+    assert rec["recall"] == 1.0
+    assert {"instruction", "prediction", "reference", "score", "prediction_normalised",
+            "reference_normalised"} <= set(rec)
+
+
+def test_evals_on_a_real_tiny_model(random_model, tok):
+    pairs = [("Hi", "Hello"), ("Capital of France?", ["Paris", "paris"])]
+    preds = ec.generate(random_model, tok, [q for q, _ in pairs])
+    em = ec.exact_match_eval(random_model, tok, pairs)
+    f1 = ec.token_f1_eval(random_model, tok, pairs)
+    assert [r["prediction"] for r in em.per_example] == preds
+    assert [r["prediction"] for r in f1.per_example] == preds
+    assert [r["score"] for r in em.per_example] == [ec.exact_match(p, r) for p, (_, r) in
+                                                    zip(preds, pairs)]
+
+
+@pytest.mark.parametrize("pairs", [[], None, "abc", [("q",)], [("q", "a", "b")], [(3, "a")],
+                                   [("q", 3)], [("q", [])], ["qa"]])
+def test_evals_reject_bad_pairs(fixed_answers, tok, pairs):
+    for run in (ec.exact_match_eval, ec.token_f1_eval, ec.judge_eval):
+        with pytest.raises(ValueError):
+            run(None, tok, pairs)
