@@ -34,7 +34,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parent
 FIXTURES_PATH = ROOT / "data" / "fixtures.json"
 CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt.pt"
-MANIFEST_PATH = ROOT / "checkpoints" / "tinygpt.json"
+EARLY_CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt_early.pt"  # under-trained, for comparisons
 SEED = 0
 
 
@@ -208,6 +208,7 @@ class TinyGPT(nn.Module):
 # ---------------------------------------------------------------------------------------------
 
 CHECKPOINT_STEPS = 900  # what `make checkpoint` trains; the demo trains less by default
+EARLY_CHECKPOINT_STEPS = 150  # the under-trained checkpoint the lessons compare against
 TRAIN_DROPOUT = 0.2  # without it the model memorises the training questions byte for byte
 
 
@@ -817,7 +818,32 @@ class FinalReport:
 
 
 # ---------------------------------------------------------------------------------------------
-# 9. The demo: train briefly, run every eval, report
+# 9. Evidence and protocol (lesson 06): reference loss in bits, wrappers, rubrics, raters, a frozen protocol
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# 10. Calibration (lesson 07)
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# 11. Robustness under perturbation (lesson 08)
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# 12. A real judge over HTTP (lesson 09)
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# 13. Learning aggregate weights (lesson 10)
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# 14. The demo: train briefly, run every eval, report
 # ---------------------------------------------------------------------------------------------
 
 DEMO_STEPS = 450  # half the checkpoint's training, so the demo stays near a minute on 2 cores
@@ -885,7 +911,7 @@ def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=Tr
 
 
 def build_checkpoint(seed=SEED, steps=CHECKPOINT_STEPS, path=CHECKPOINT_PATH):
-    """Retrain the shipped checkpoint from the seed (what `make checkpoint` runs)."""
+    """Retrain a shipped checkpoint from the seed and write it with its manifest."""
     t0 = time.perf_counter()
     model = train_tinygpt(steps=steps, seed=seed)
     manifest = save_checkpoint(model, path, seed=seed, steps=steps,
@@ -893,6 +919,12 @@ def build_checkpoint(seed=SEED, steps=CHECKPOINT_STEPS, path=CHECKPOINT_PATH):
                                train_s=round(time.perf_counter() - t0, 1), versions=_versions())
     print(json.dumps(manifest, indent=2))
     return manifest
+
+
+def build_checkpoints(seed=SEED):
+    """Retrain both shipped checkpoints, the main one and the under-trained one (`make checkpoint`)."""
+    return [build_checkpoint(seed, CHECKPOINT_STEPS, CHECKPOINT_PATH),
+            build_checkpoint(seed, EARLY_CHECKPOINT_STEPS, EARLY_CHECKPOINT_PATH)]
 
 
 def main(argv=None):
@@ -906,7 +938,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         if args.command == "checkpoint":
-            build_checkpoint(args.seed, CHECKPOINT_STEPS if args.steps is None else args.steps)
+            build_checkpoints(args.seed)
         else:
             run_demo(args.seed, DEMO_STEPS if args.steps is None else args.steps, args.out)
     except (ValueError, OSError) as exc:
