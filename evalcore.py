@@ -460,16 +460,19 @@ def token_losses(model, windows, batch_size, pad_id):
     return losses
 
 
-def perplexity_eval(model, tok, texts, max_len=256, batch_size=8, stride=None):
-    """Corpus perplexity exp(total NLL / total scored tokens) over held-out texts, no BOS."""
+def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
+    """Corpus perplexity exp(total NLL / total scored tokens) over held-out texts, no BOS.
+
+    max_len defaults to the model's own (model.config.max_len), else 256; stride to max_len // 2."""
     _check_texts(texts)
+    model_len = getattr(getattr(model, "config", None), "max_len", None)
+    max_len = (model_len or 256) if max_len is None else max_len
     _positive_int("max_len", max_len)
     _positive_int("batch_size", batch_size)
     stride = max_len // 2 if stride is None else stride
     _positive_int("stride", stride)
     if stride > max_len:
         raise ValueError(f"stride={stride} must not exceed max_len={max_len}")
-    model_len = getattr(getattr(model, "config", None), "max_len", None)
     if model_len is not None and max_len > model_len:
         raise ValueError(f"max_len={max_len} exceeds the model's max_len={model_len}")
     encoded = [tok.encode(t) for t in texts]
