@@ -16,14 +16,20 @@ Every eval takes any `model` with the call `model(ids) -> logits`, ids a LongTen
 """
 
 import argparse
+import email.utils
 import hashlib
 import json
+import logging
 import math
+import os
+import random
 import re
 import string
 import sys
+import threading
 import time
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -667,22 +673,44 @@ def _check_verdict(verdict, index):
     return score, rationale
 
 
+class JudgeUnavailable(Exception):
+    """Raised by a judge_fn that could not score an example (the reason says why); judge_eval
+    records the example as unscored, never as a number."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = str(reason)
+
+
 def judge_eval(model, tok, pairs, judge_fn=None, max_new_tokens=48):
-    """Generate an answer per instruction and have judge_fn (default mock_judge) score it 1-5."""
+    """Generate an answer per instruction and have judge_fn (default mock_judge) score it 1-5.
+
+    An example the judge could not score (JudgeUnavailable) keeps score None and its reason; the
+    value is the mean over the scored ones, and extras say how many of how many were scored."""
     judge_fn = mock_judge if judge_fn is None else judge_fn
-    records = []
+    records, unscored = [], []
     for i, ((q, ref), pred) in enumerate(zip(pairs, _answer(model, tok, pairs, max_new_tokens))):
-        score, rationale = _check_verdict(judge_fn(q, pred, ref), i)
-        records.append({"instruction": q, "prediction": pred, "reference": ref,
-                        "score": score, "rationale": rationale})
-    return EvalResult("judge", _mean(r["score"] for r in records), records)
+        record = {"instruction": q, "prediction": pred, "reference": ref}
+        try:
+            score, rationale = _check_verdict(judge_fn(q, pred, ref), i)
+        except JudgeUnavailable as exc:
+            score, rationale, record["unscored"] = None, None, exc.reason
+            unscored.append({"index": i, "reason": exc.reason})
+        records.append({**record, "score": score, "rationale": rationale})
+    scored = _scored(records)
+    if not scored:
+        raise ValueError(f"judge_fn scored none of the {len(records)} examples; first reason: "
+                         f"{unscored[0]['reason']}")
+    extras = {"scored": len(scored), "total": len(records), "unscored": unscored}
+    return EvalResult("judge", _mean(r["score"] for r in scored), records, extras)
 
 
 # ---------------------------------------------------------------------------------------------
 # 8. The weighted aggregate and the report
 # ---------------------------------------------------------------------------------------------
 
-DEFAULT_WEIGHTS = {"perplexity": 0.2, "exact_match": 0.3, "token_f1": 0.3, "judge": 0.2}
+DEFAULT_WEIGHTS = {"perplexity": 0.2, "exact_match": 0.3, "token_f1": 0.3, "judge": 0.2,
+                   "calibration": 0.0, "robustness": 0.0}  # lessons 07-08 join only when weighted
 SCHEMA_VERSION = 1
 
 
@@ -693,7 +721,9 @@ def _check_eval_name(name, where):
 
 def normalise_metric(name, value):
     """Map an eval's value to [0, 1], higher is better: perplexity -> 1 / (1 + ln ppl),
-    judge -> value / 5, exact_match and token_f1 as they are; NaN -> 0."""
+    judge -> value / 5, calibration (ECE) -> 1 - ECE, robustness (the mean worst-case score over
+    clean and perturbed inputs, an absolute score: no 0/0 for a model that is never right) and
+    exact_match and token_f1 as they are; NaN -> 0; always clipped to [0, 1]."""
     _check_eval_name(name, "normalise_metric")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"value for {name!r} must be a number, got {value!r}")
@@ -705,6 +735,8 @@ def normalise_metric(name, value):
         score = 1.0 if value <= 1 else 1.0 / (1.0 + math.log(value))  # ppl < 1 is no distribution
     elif name == "judge":
         score = value / 5
+    elif name == "calibration":
+        score = 1.0 - value
     else:
         score = value
     return min(1.0, max(0.0, float(score)))
@@ -807,10 +839,15 @@ class FinalReport:
         """Text table: the aggregate, a row per eval, then each eval's `worst` lowest examples."""
         norm = self.normalised()
         lines = [f"aggregate score: {self.score:.4f}  (weighted mean of normalised values, 0-1)", "",
-                 f"{'eval':<12} {'value':>10} {'normalised':>10} {'weight':>7} {'n':>4}"]
+                 f"{'eval':<12} {'value':>10} {'normalised':>10} {'weight':>7} {'n':>7}"]
         for r in self.results:
+            n = len(_scored(r.per_example))
+            n = f"{n}/{len(r.per_example)}" if r.name == "judge" else n  # scored/total: a judge can fail
             lines.append(f"{r.name:<12} {r.value:>10.4g} {norm[r.name]:>10.4f} "
-                         f"{self.weights[r.name]:>7.3f} {len(_scored(r.per_example)):>4}")
+                         f"{self.weights[r.name]:>7.3f} {n:>7}")
+        for r in (r for r in self.results if r.name == "judge"):
+            lines += [f"  judge could not score example {u['index']}: {u['reason']}"
+                      for u in r.extras.get("unscored", [])]
         lines += ["", "worst examples:"]
         for r in self.results:
             ranked = sorted(_scored(r.per_example), key=lambda e: normalise_metric(r.name, e["score"]))
@@ -824,25 +861,1600 @@ class FinalReport:
 # 9. Evidence and protocol (lesson 06): reference loss in bits, wrappers, rubrics, raters, a frozen protocol
 # ---------------------------------------------------------------------------------------------
 
+NOTICES_PATH = ROOT / "data" / "notices.json"
+RATERS_PATH = ROOT / "data" / "raters.json"
+RECORDING_06_PATH = ROOT / "data" / "recording_06.json"
+UNKNOWN = "unknown"
+SPLITS = ("development", "reserved")
+NOT_APPLICABLE = "not applicable"  # the loss of a system with no token distribution: never 0
+PROMPT_06 = "Notice: {notice}\nQuestion: {question}\nAnswer with one time (HH:MM) or unknown."
+RECORD_MAX_NEW_TOKENS = 32
+_TIME = re.compile(r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")  # 7:05 and 07:05, not 123:45
+_HHMM = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_UNAVAILABLE = re.compile(r"\b(unknown|not|no|cannot|isn't|aren't)\b", re.IGNORECASE)
+
+
+def _check_case(case, index):
+    keys = ("id", "source_group", "question", "reference", "split")
+    if not isinstance(case, dict) or any(not isinstance(case.get(k), str) for k in keys):
+        raise ValueError(f"cases[{index}] must be a dict with str {keys}, got {case!r}")
+    if case["split"] not in SPLITS:
+        raise ValueError(f"cases[{index}] split must be one of {SPLITS}, got {case['split']!r}")
+    if case["reference"] != UNKNOWN and not _HHMM.fullmatch(case["reference"]):
+        raise ValueError(f"cases[{index}] reference must be 'HH:MM' or 'unknown', "
+                         f"got {case['reference']!r}")
+
+
+def check_split(cases):
+    """{split: sorted source groups}, or ValueError if a group (one notice) sits in both splits."""
+    for i, case in enumerate(cases):
+        _check_case(case, i)
+    ids = [c["id"] for c in cases]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"case ids {dupes} occur more than once")
+    groups = {s: sorted({c["source_group"] for c in cases if c["split"] == s}) for s in SPLITS}
+    both = sorted(set(groups["development"]) & set(groups["reserved"]))
+    if both:
+        raise ValueError(f"source group(s) {both} appear in both splits: one notice is one source")
+    return groups
+
+
+def load_notices(path=NOTICES_PATH):
+    """The lesson 06 task: {"notices": {group: text}, "cases": [case dicts]}, split checked."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    check_split(data["cases"])
+    missing = sorted({c["source_group"] for c in data["cases"]} - set(data["notices"]))
+    if missing:
+        raise ValueError(f"cases name source group(s) {missing} with no notice in {path}")
+    return {"notices": dict(data["notices"]), "cases": list(data["cases"])}
+
+
+def notice_prompt(notice, question):
+    """The instruction a language model sees for one case: the notice, the question, the contract."""
+    return PROMPT_06.format(notice=notice, question=question)
+
+
+# Reference loss under teacher forcing ---------------------------------------------------------
+
+def surprise_bits(p):
+    """-log2 p: probability 1 costs 0 bits, 1/2 costs 1 bit, 0 costs infinity."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+        raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
+    return math.inf if p == 0 else -math.log2(p) + 0.0  # + 0.0: -0.0 prints as 0
+
+
+def mean_bits(bits):
+    """Mean surprise per token; None for no tokens (an empty reference has no mean, not 0)."""
+    bits = list(bits)
+    return sum(bits) / len(bits) if bits else None
+
+
+@dataclass
+class ReferenceLoss:
+    tokens: list  # each reference token as text (a byte here), e.g. "1", ":", "5"
+    probs: list  # the model's probability of each correct token, given everything before it
+    bits: list  # -log2 of each probability; inf where the probability is 0
+    applicable: bool = True  # False for a system without a token distribution (a rule)
+
+    @property
+    def mean_bits(self):
+        """Mean bits per token; None for an empty reference; "not applicable" for a rule."""
+        return mean_bits(self.bits) if self.applicable else NOT_APPLICABLE
+
+    def to_dict(self):
+        """JSON-safe: an infinite surprise is written as null with infinite=True beside it."""
+        if not self.applicable:
+            return {"applicable": False, "mean_bits": NOT_APPLICABLE, "n_tokens": 0}
+        m = self.mean_bits
+        return _json_safe({"applicable": True, "n_tokens": len(self.tokens), "tokens": self.tokens,
+                           "probs": self.probs, "bits": self.bits,
+                           "infinite": [math.isinf(b) for b in self.bits], "mean_bits": m,
+                           "mean_is_infinite": m is not None and math.isinf(m)})
+
+
+@torch.no_grad()
+def reference_loss(model, tok, prompt, reference):
+    """Teacher-forced surprise of each reference token after the prompt and the earlier correct
+    tokens; model None (a rule-based system) gives a loss that is not applicable."""
+    if not isinstance(prompt, str) or not isinstance(reference, str):
+        raise ValueError(f"prompt and reference must be str, got {prompt!r} and {reference!r}")
+    if model is None:
+        return ReferenceLoss([], [], [], applicable=False)
+    ref = tok.encode(reference)
+    if not ref:
+        return ReferenceLoss([], [], [])
+    ids = tok.encode_prompt(prompt) + ref
+    model_len = getattr(getattr(model, "config", None), "max_len", None)
+    if model_len is not None and len(ids) - 1 > model_len:
+        raise ValueError(f"prompt + reference need {len(ids) - 1} positions, model max_len={model_len}")
+    x = torch.tensor([ids[:-1]], device=_device_of(model))
+    with _eval_mode(model):
+        logits = model(x)[0, -len(ref):]  # (len(ref), V): the positions that predict the reference
+    logp = torch.log_softmax(logits.double(), dim=-1).cpu()[torch.arange(len(ref)), torch.tensor(ref)]
+    if logp.isnan().any():
+        raise ValueError("the model's logits hold NaN: no loss can be computed")
+    bits = [-float(lp) / math.log(2) + 0.0 for lp in logp]
+    return ReferenceLoss([tok.decode([t]) for t in ref], logp.exp().tolist(), bits)
+
+
+# Exact task success and wrappers --------------------------------------------------------------
+
+def contract_value(answer):
+    """The answer's value if it is exactly one HH:MM time or "unknown" (outer spaces allowed);
+    None otherwise."""
+    _check_prediction(answer)
+    text = answer.strip()
+    if _HHMM.fullmatch(text):
+        return text
+    return UNKNOWN if text.lower() == UNKNOWN else None
+
+
+def task_success(answer, reference):
+    """True iff the delivered answer meets the contract and its value is the reference."""
+    if reference != UNKNOWN and not (isinstance(reference, str) and _HHMM.fullmatch(reference)):
+        raise ValueError(f"reference must be 'HH:MM' or 'unknown', got {reference!r}")
+    return contract_value(answer) == reference
+
+
+def _times(text):
+    """Every time in text, as zero-padded HH:MM, in order."""
+    return [f"{int(h):02d}:{m}" for h, m in _TIME.findall(text)]
+
+
+def wrap_raw(response, notice=None, question=None):
+    """The raw output, delivered as it is."""
+    _check_prediction(response)
+    return response
+
+
+def wrap_first_time(response, notice=None, question=None):
+    """The first time in the response; else "unknown" if it says unknown; else the response as is."""
+    _check_prediction(response)
+    times = _times(response)
+    if times:
+        return times[0]
+    return UNKNOWN if re.search(r"\bunknown\b", response, re.IGNORECASE) else response
+
+
+def _day_segments(notice, day):
+    parts = re.split(r"(?<=[.;,])\s+", notice)
+    return [p for p in parts if re.search(rf"\b{day}\b", p, re.IGNORECASE)]
+
+
+def wrap_source_rule(response, notice, question):
+    """Ignore the model; read the notice: the first clause naming the asked day gives its first time
+    (its last when the question asks when something closes, ends or finishes), else "unknown"."""
+    if not isinstance(notice, str) or not isinstance(question, str):
+        raise ValueError(f"notice and question must be str, got {notice!r} and {question!r}")
+    day = next((d for d in _DAYS if re.search(rf"\b{d}\b", question, re.IGNORECASE)), None)
+    segments = _day_segments(notice, day) if day else []
+    times = _times(segments[0]) if segments else []
+    if not times:
+        return UNKNOWN
+    asks_end = re.search(r"\b(close|closes|end|ends|finish|finishes)\b", question, re.IGNORECASE)
+    return times[-1] if asks_end else times[0]
+
+
+WRAPPERS = {"raw": wrap_raw, "first_time": wrap_first_time, "source_rule": wrap_source_rule}
+
+
+def _wrapper(name):
+    if name not in WRAPPERS:
+        raise ValueError(f"unknown wrapper {name!r}; known: {sorted(WRAPPERS)}")
+    return WRAPPERS[name]
+
+
+# Rubric: binary criteria, weights, gates ------------------------------------------------------
+
+CRITERIA = ("source_support", "format", "clarity")
+
+
+def _says_unavailable(text):
+    return bool(_UNAVAILABLE.search(text))
+
+
+def source_support(answer, notice, reference):
+    """1 if the notice backs the answer: every time it names is in the notice and the asked value is
+    among them (or, for "unknown", it says the time is unavailable); a coarse automatic check."""
+    times, in_notice = _times(answer), set(_times(notice))
+    if any(t not in in_notice for t in times):
+        return 0
+    return int(_says_unavailable(answer) if reference == UNKNOWN else reference in times)
+
+
+def anchored_clarity(answer):
+    """The checkable reading of the sharpened clarity anchor: asks nothing back (no "?") and gives
+    one value, either exactly one time or a plain statement that the time is not available."""
+    times, unavailable = set(_times(answer)), _says_unavailable(answer)
+    one_value = (len(times) == 1 and not unavailable) or (not times and unavailable)
+    return int("?" not in answer and one_value)
+
+
+def rubric_labels(answer, notice, reference):
+    """The three binary criteria for one delivered answer: source_support, format, clarity."""
+    return {"source_support": source_support(answer, notice, reference),
+            "format": int(contract_value(answer) is not None), "clarity": anchored_clarity(answer)}
+
+
+@dataclass(frozen=True)
+class Rubric:
+    weights: dict  # criterion -> weight >= 0; the score is sum(weight * label) / sum(weights)
+    gates: tuple = ()  # criteria that fail the answer when 0, whatever the points
+    threshold: float = 0.75  # the weighted score an answer needs (with every gate met) to pass
+
+    def __post_init__(self):
+        if not isinstance(self.weights, dict) or set(self.weights) - set(CRITERIA):
+            raise ValueError(f"weights must be a dict over {CRITERIA}, got {self.weights!r}")
+        for c, w in self.weights.items():
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < math.inf:
+                raise ValueError(f"weight for {c!r} must be a finite number >= 0, got {w!r}")
+        if sum(self.weights.values()) <= 0:
+            raise ValueError(f"weights sum to 0, nothing to score: {self.weights!r}")
+        bad = [g for g in self.gates if g not in CRITERIA]
+        if not isinstance(self.gates, tuple) or bad:
+            raise ValueError(f"gates must be a tuple of criteria from {CRITERIA}, got {self.gates!r}")
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
+                or not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold must be a number in [0, 1], got {self.threshold!r}")
+
+    def to_dict(self):
+        """Weights, gates and threshold as plain JSON-ready values."""
+        return {"weights": dict(self.weights), "gates": list(self.gates), "threshold": self.threshold}
+
+
+def rubric_score(labels, rubric):
+    """{"score": weighted mean of the 0/1 labels, "gates_failed": [...], "passed": bool}."""
+    needed = set(rubric.weights) | set(rubric.gates)
+    for c in sorted(needed):
+        if labels.get(c) not in (0, 1):
+            raise ValueError(f"label for {c!r} must be 0 or 1, got {labels.get(c)!r}")
+    total = sum(rubric.weights.values())
+    score = sum(w * labels[c] for c, w in rubric.weights.items()) / total
+    failed = [g for g in rubric.gates if labels[g] == 0]
+    return {"score": score, "gates_failed": failed, "passed": not failed and score >= rubric.threshold}
+
+
+# Raters: agreement, Cohen's kappa, disputes ---------------------------------------------------
+
+def _check_two_raters(a, b):
+    lists = isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))
+    if not lists or not a or len(a) != len(b):
+        raise ValueError(f"a and b must be non-empty lists of equal length, got {a!r} and {b!r}")
+
+
+def percent_agreement(a, b):
+    """Share of examples on which the two raters gave the same label."""
+    _check_two_raters(a, b)
+    return sum(x == y for x, y in zip(a, b)) / len(a)
+
+
+def cohen_kappa(a, b):
+    """(observed - chance agreement) / (1 - chance); None when chance agreement is 1 (undefined)."""
+    _check_two_raters(a, b)
+    n, ca, cb = len(a), Counter(a), Counter(b)
+    chance = sum(ca[k] * cb[k] for k in ca) / (n * n)
+    if chance == 1:
+        return None
+    return (percent_agreement(a, b) - chance) / (1 - chance)
+
+
+def confusion_table(a, b, labels=(0, 1)):
+    """table[i][j]: examples rater A labelled labels[i] and rater B labelled labels[j]."""
+    _check_two_raters(a, b)
+    stray = sorted({x for x in list(a) + list(b) if x not in labels})
+    if stray:
+        raise ValueError(f"labels {stray} are not in labels={labels!r}")
+    return [[sum(x == la and y == lb for x, y in zip(a, b)) for lb in labels] for la in labels]
+
+
+def load_raters(path=RATERS_PATH):
+    """The authored clarity ratings: each example with both raters' labels and reasons, per phase."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    for ex in data["examples"]:
+        for phase in ("before", "after"):
+            for who in ("A", "B"):
+                r = ex[phase][who]
+                if r.get("label") not in (0, 1) or not str(r.get("reason", "")).strip():
+                    raise ValueError(f"example {ex['id']!r} {phase}/{who} needs label 0/1 and a reason")
+    return data
+
+
+def rater_labels(raters, phase, who):
+    """One rater's labels in one phase ("before" or "after" the sharper anchor), in example order."""
+    if phase not in ("before", "after") or who not in ("A", "B"):
+        raise ValueError(f"phase must be before/after and who A/B, got {phase!r}, {who!r}")
+    return [ex[phase][who]["label"] for ex in raters["examples"]]
+
+
+def rater_disputes(raters, phase):
+    """The examples the two raters labelled differently, with both labels and both reasons."""
+    rows = []
+    for ex in raters["examples"]:
+        a, b = ex[phase]["A"], ex[phase]["B"]
+        if a["label"] != b["label"]:
+            rows.append({"id": ex["id"], "response": ex["response"], "A": a["label"], "B": b["label"],
+                         "A_reason": a["reason"], "B_reason": b["reason"]})
+    return rows
+
+
+# Scoring: development freely, reserved only through a frozen protocol -------------------------
+
+def _score_case(case, response, notices, wrapper, rubric):
+    delivered = _wrapper(wrapper)(response, notices[case["source_group"]], case["question"])
+    labels = rubric_labels(delivered, notices[case["source_group"]], case["reference"])
+    verdict = rubric_score(labels, rubric)
+    return {"id": case["id"], "source_group": case["source_group"], "split": case["split"],
+            "wrapper": wrapper, "reference": case["reference"], "response": response,
+            "delivered": delivered, "success": task_success(delivered, case["reference"]),
+            **labels, "rubric_score": verdict["score"], "gates_failed": verdict["gates_failed"],
+            "passed": verdict["passed"]}
+
+
+def _response_for(responses, case):
+    if case["id"] not in responses:
+        raise ValueError(f"responses has no entry for case {case['id']!r}")
+    return responses[case["id"]]
+
+
+def score_development(cases, responses, notices, wrapper, rubric):
+    """Score development cases under a wrapper and rubric; a reserved case raises ValueError."""
+    reserved = [c["id"] for c in cases if c["split"] != "development"]
+    if reserved:
+        raise ValueError(f"case(s) {reserved} are reserved: score them only with reveal_reserved() "
+                         "under a frozen protocol")
+    return [_score_case(c, _response_for(responses, c), notices, wrapper, rubric) for c in cases]
+
+
+def _canonical_sha256(obj):
+    blob = json.dumps(_json_safe(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ProtocolLog:
+    """An append-only JSON-lines log of frozen protocols and exposures. Each line carries the hash
+    of the line before it, so a rewritten earlier line is detected by verify()."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+
+    def entries(self):
+        """Every entry, oldest first, after checking that no line was rewritten."""
+        return self.verify()
+
+    def verify(self):
+        """The entries, or ValueError naming the first line whose hash or chain does not match."""
+        if not self.path.exists():
+            return []
+        entries, prev = [], None
+        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
+            entry = json.loads(line)
+            body = {k: v for k, v in entry.items() if k != "entry_sha256"}
+            if entry.get("prev_sha256") != prev or _canonical_sha256(body) != entry.get("entry_sha256"):
+                raise ValueError(f"protocol log {self.path} line {n} was changed after it was written")
+            entries.append(entry)
+            prev = entry["entry_sha256"]
+        return entries
+
+    def append(self, kind, body):
+        """Add one entry at the end (never rewriting a line); returns the entry as written."""
+        entries = self.verify()
+        entry = {"index": len(entries), "kind": kind, "written_utc": _utc_now(), **body,
+                 "prev_sha256": entries[-1]["entry_sha256"] if entries else None}
+        entry["entry_sha256"] = _canonical_sha256(entry)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(_json_safe(entry), sort_keys=True, allow_nan=False) + "\n")
+        return entry
+
+    def protocol(self, protocol_sha256):
+        """The first frozen entry with this protocol hash, or ValueError if it was never frozen."""
+        for e in self.verify():
+            if e["kind"] == "freeze" and e["protocol_sha256"] == protocol_sha256:
+                return e
+        raise ValueError(f"protocol {protocol_sha256!r} is not frozen in {self.path}")
+
+    def exposed(self):
+        """Ids of every case some exposure entry has revealed."""
+        return sorted({i for e in self.verify() if e["kind"] == "exposure" for i in e["cases"]})
+
+
+def _utc_now():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def protocol_body(candidate, rubric, clarity_anchor, case_ids):
+    """What a freeze locks: candidate (model + wrapper), rubric, clarity reading, threshold, cases,
+    and a SHA-256 over exactly those."""
+    if not isinstance(candidate, dict) or "model" not in candidate \
+            or candidate.get("wrapper") not in WRAPPERS:
+        raise ValueError(f"candidate must be {{'model': sha256 or None, 'wrapper': one of "
+                         f"{sorted(WRAPPERS)}}}, got {candidate!r}")
+    if not isinstance(rubric, Rubric) or not isinstance(clarity_anchor, str) or not clarity_anchor:
+        raise ValueError(f"rubric must be a Rubric and clarity_anchor a non-empty str, got "
+                         f"{rubric!r}, {clarity_anchor!r}")
+    if not isinstance(case_ids, (list, tuple)) or not case_ids:
+        raise ValueError(f"case_ids must be a non-empty list of case ids, got {case_ids!r}")
+    body = {"candidate": dict(candidate), "rubric": rubric.to_dict(), "clarity_anchor": clarity_anchor,
+            "threshold": rubric.threshold, "cases": sorted(case_ids)}
+    return {**body, "protocol_sha256": _canonical_sha256(body)}
+
+
+def freeze_protocol(log, candidate, rubric, clarity_anchor, case_ids):
+    """Append a frozen protocol to the log and return its entry; changing anything later means a
+    new freeze (a new entry), never an edit of this one."""
+    return log.append("freeze", protocol_body(candidate, rubric, clarity_anchor, case_ids))
+
+
+def reveal_reserved(log, protocol_sha256, cases, responses, notices):
+    """Score the frozen protocol's cases with its own wrapper and rubric, then log them as exposed.
+
+    Each record says whether the case was already exposed before (then it is development evidence)."""
+    frozen = log.protocol(protocol_sha256)
+    by_id = {c["id"]: c for c in cases}
+    missing = [i for i in frozen["cases"] if i not in by_id]
+    if missing:
+        raise ValueError(f"the frozen protocol lists case(s) {missing} that cases does not hold")
+    rubric = Rubric(frozen["rubric"]["weights"], tuple(frozen["rubric"]["gates"]),
+                    frozen["rubric"]["threshold"])
+    before = set(log.exposed())
+    records = [{**_score_case(by_id[i], _response_for(responses, by_id[i]), notices,
+                              frozen["candidate"]["wrapper"], rubric),
+                "exposed": True, "previously_exposed": i in before} for i in frozen["cases"]]
+    log.append("exposure", {"protocol_sha256": protocol_sha256, "cases": list(frozen["cases"]),
+                            "successes": sum(r["success"] for r in records), "n": len(records)})
+    return records
+
+
+# Honest reporting: numerators, denominators, Wilson intervals, a decision brief ---------------
+
+Z95 = 1.959963984540054  # the normal quantile for a two-sided 95% interval
+
+
+def wilson_interval(k, n, z=Z95):
+    """The Wilson score interval (low, high) for k successes in n trials."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+        raise ValueError(f"k must be an int in [0, n={n}], got {k!r}")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass(frozen=True)
+class Rate:
+    k: int  # successes
+    n: int  # cases
+    low: float  # 95% Wilson interval
+    high: float
+
+    @property
+    def value(self):
+        """The point estimate k / n."""
+        return self.k / self.n
+
+    def __str__(self):
+        return (f"{self.k}/{self.n} = {self.value:.0%} "
+                f"(95% Wilson interval {self.low:.1%} to {self.high:.1%})")
+
+
+def success_rate(records, key="success"):
+    """A Rate over the records' boolean `key`, numerator and denominator kept."""
+    if not records:
+        raise ValueError("records is empty: a rate needs at least one case")
+    k, n = sum(bool(r[key]) for r in records), len(records)
+    return Rate(k, n, *wilson_interval(k, n))
+
+
+def rate_table(groups):
+    """A DataFrame with one row per named group of records: k, n, rate and its Wilson interval."""
+    import pandas as pd
+
+    rows = []
+    for name, records in groups.items():
+        r = success_rate(records)
+        rows.append({"group": name, "successes": r.k, "n": r.n, "rate": round(r.value, 4),
+                     "low": round(r.low, 4), "high": round(r.high, 4)})
+    return pd.DataFrame(rows)
+
+
+def cases_needed(k, n, target, z=Z95):
+    """How many further all-successful cases would lift the Wilson lower bound to target."""
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
+        raise ValueError(f"target must be a number in (0, 1), got {target!r}")
+    m = 0
+    while wilson_interval(k + m, n + m, z)[0] < target:
+        m += 1
+    return m
+
+
+def critical_failures(records):
+    """Records whose delivered answer names a time the notice does not back: a wrong time sends a
+    learner to the wrong place at the wrong hour; a wrong "unknown" only sends them to ask."""
+    return [r for r in records if _times(r["delivered"]) and not r["source_support"]]
+
+
+def decision_brief(name, intended_use, records, target):
+    """accept / restrict / reject from the success rate's Wilson interval against target and the
+    critical failures, with reasons and what new evidence would change the decision."""
+    rate, critical = success_rate(records), critical_failures(records)
+    misses = [r["id"] for r in records if not r["success"]]
+    if critical or rate.high < target:
+        decision = "reject"
+    elif rate.low >= target:
+        decision = "accept"
+    else:
+        decision = "restrict"
+    wrong = [r["id"] for r in critical]
+    reasons = [f"task success {rate}; target {target:.0%}",
+               f"failures: {misses or 'none'}; wrong times delivered: {wrong or 'none'}",
+               f"source groups: {sorted({r['source_group'] for r in records})}"]
+    more = cases_needed(rate.k, rate.n, target)
+    change = [f"{more} further successes on new source groups, none failing, would lift the lower "
+              f"bound to {target:.0%}", "any wrong time delivered on new cases would mean reject"]
+    return {"candidate": name, "intended_use": intended_use, "decision": decision,
+            "rate": str(rate), "reasons": reasons, "would_change": change}
+
+
+# The recording: TinyGPT's completions, pinned ---------------------------------------------------
+
+def _recording_versions():
+    import platform
+
+    import numpy
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__}
+
+
+def record_06(path=RECORDING_06_PATH, max_new_tokens=RECORD_MAX_NEW_TOKENS):
+    """Greedy completions of the shipped TinyGPT for every case, written with the checkpoint and
+    fixture hashes, package versions, decoding settings and date (`python evalcore.py record`)."""
+    from datetime import datetime, timezone
+
+    task, tok = load_notices(), InstructionTokenizer()
+    prompts = [notice_prompt(task["notices"][c["source_group"]], c["question"]) for c in task["cases"]]
+    answers = generate(load_pretrained(), tok, prompts, max_new_tokens=max_new_tokens)
+    rec = {"note": "Greedy completions of the shipped TinyGPT; lesson 06 reads these, not the model.",
+           "checkpoint": {"file": CHECKPOINT_PATH.name, "sha256": _sha256(CHECKPOINT_PATH)},
+           "fixture": {"file": "data/notices.json", "sha256": _sha256(NOTICES_PATH)},
+           "versions": _recording_versions(),
+           "decoding": {"method": "greedy", "max_new_tokens": max_new_tokens, "prompt": PROMPT_06},
+           "date": datetime.now(timezone.utc).date().isoformat(),
+           "completions": {c["id"]: {"prompt": p, "response": a}
+                           for c, p, a in zip(task["cases"], prompts, answers)}}
+    Path(path).write_text(json.dumps(rec, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
+                          encoding="utf-8")
+    return rec
+
+
+def load_recording(path=RECORDING_06_PATH):
+    """The recording, after checking that it matches the shipped checkpoint and the notices file."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    ckpt = json.loads(CHECKPOINT_PATH.with_suffix(".json").read_text(encoding="utf-8"))["sha256"]
+    if rec["checkpoint"]["sha256"] != ckpt:
+        raise ValueError(f"{path} was recorded with checkpoint {rec['checkpoint']['sha256'][:12]}, "
+                         f"the shipped one is {ckpt[:12]}: run `python evalcore.py record`")
+    if rec["fixture"]["sha256"] != _sha256(NOTICES_PATH):
+        raise ValueError(f"{path} was recorded on another data/notices.json: "
+                         "run `python evalcore.py record`")
+    return rec
+
+
+def recorded_responses(rec):
+    """{case id: recorded response} from a loaded recording."""
+    return {i: c["response"] for i, c in rec["completions"].items()}
+
 
 # ---------------------------------------------------------------------------------------------
 # 10. Calibration (lesson 07)
 # ---------------------------------------------------------------------------------------------
+
+MULTIPLE_CHOICE_PATH = ROOT / "data" / "multiple_choice.json"
+BINNINGS = ("width", "mass")
+
+
+def _seeded_rng(seed, *parts):
+    """A random.Random seeded from SHA-256 of the seed and parts: the same draws on every machine."""
+    import random
+
+    key = "\x1f".join(str(p) for p in (seed, *parts)).encode("utf-8")
+    return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
+
+
+def multiple_choice_items(k=4, seed=SEED):
+    """The EM questions as k-way multiple choice: the gold answer is the first reference, the k - 1
+    distractors are other answers of the same kind (data/multiple_choice.json); order seeded."""
+    kinds = json.loads(MULTIPLE_CHOICE_PATH.read_text(encoding="utf-8"))["kinds"]
+    most = min(len(pool) for pool in kinds.values())
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= most:
+        raise ValueError(f"k must be an int in [2, {most}], got {k!r}")
+    items = []
+    for q, ref in load_fixtures()["em"]:
+        refs = _references(ref)
+        kind = next((name for name, pool in kinds.items() if refs[0] in pool), None)
+        if kind is None:
+            raise ValueError(f"gold answer {refs[0]!r} of {q!r} has no kind in {MULTIPLE_CHOICE_PATH}")
+        accepted = {normalise_em(r) for r in refs}
+        pool = sorted(a for a in kinds[kind] if normalise_em(a) not in accepted)
+        rng = _seeded_rng(seed, "multiple_choice", q)
+        choices = [refs[0]] + rng.sample(pool, k - 1)
+        rng.shuffle(choices)
+        items.append({"question": q, "choices": choices, "gold": choices.index(refs[0]), "kind": kind})
+    return items
+
+
+def completion_logliks(model, tok, instructions, completions, batch_size=16):
+    """(log-likelihood in nats, tokens scored) of each completion and its closing PAD after the
+    prompt INST + instruction + RESP: teacher forcing, through token_losses."""
+    _check_instructions(instructions)
+    if not isinstance(completions, (list, tuple)) or len(completions) != len(instructions):
+        raise ValueError(f"completions must be a list of {len(instructions)} str, got {completions!r}")
+    _positive_int("batch_size", batch_size)
+    windows = []
+    for q, c in zip(instructions, completions):
+        prompt = tok.encode_prompt(q)
+        windows.append((prompt + tok.encode(c) + [tok.pad_id], len(prompt)))
+    losses = token_losses(model, windows, batch_size, tok.pad_id)
+    return [(-float(nll.sum()), len(nll)) for nll in losses]
+
+
+def _check_items(items):
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(f"items must be a non-empty list of multiple-choice dicts, got {items!r}")
+    for i, it in enumerate(items):
+        ok = isinstance(it, dict) and isinstance(it.get("question"), str)
+        choices = it.get("choices") if ok else None
+        ok = ok and isinstance(choices, (list, tuple)) and len(choices) >= 2
+        ok = ok and all(isinstance(c, str) for c in choices)
+        gold = it.get("gold") if ok else None
+        ok = ok and not isinstance(gold, bool) and isinstance(gold, int) and 0 <= gold < len(choices)
+        if not ok:
+            raise ValueError(f"items[{i}] must be {{'question': str, 'choices': >= 2 str, "
+                             f"'gold': index into choices}}, got {it!r}")
+
+
+def choice_logliks(model, tok, items, batch_size=16):
+    """Per item, the log-likelihood of each choice given the question (summed over its tokens)."""
+    _check_items(items)
+    flat = [(it["question"], c) for it in items for c in it["choices"]]
+    questions, choices = [q for q, _ in flat], [c for _, c in flat]
+    scored = iter(completion_logliks(model, tok, questions, choices, batch_size))
+    return [[next(scored)[0] for _ in it["choices"]] for it in items]
+
+
+def _check_temperature(temperature):
+    if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+            or not math.isfinite(temperature) or temperature <= 0):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+
+
+def choice_probabilities(logliks, temperature=1.0):
+    """Softmax of one item's choice log-likelihoods divided by temperature (T > 1 flattens it)."""
+    _check_temperature(temperature)
+    scores = torch.tensor(_floats("logliks", logliks), dtype=torch.float64)
+    if len(scores) < 2 or not scores.isfinite().all():
+        raise ValueError(f"logliks must be >= 2 finite numbers, got {logliks!r}")
+    return torch.softmax(scores / temperature, dim=0).tolist()
+
+
+def _floats(name, values):
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a list of numbers, got {values!r}") from None
+
+
+def _check_calibration_inputs(confidences, correct):
+    conf, hits = _floats("confidences", confidences), _floats("correct", correct)
+    if not conf or not all(0.0 <= c <= 1.0 for c in conf):  # refuses NaN too
+        raise ValueError(f"confidences must be a non-empty list of numbers in [0, 1], "
+                         f"got {confidences!r}")
+    if len(hits) != len(conf) or not all(h in (0.0, 1.0) for h in hits):
+        raise ValueError(f"correct must hold {len(conf)} values, each 0, 1 or a bool, got {correct!r}")
+    return conf, hits
+
+
+def _bin_members(conf, n_bins, binning):
+    """Indices of the examples in each bin, for equal-width or equal-mass binning."""
+    if binning == "width":  # [lo, hi) as numpy.histogram, the top bin closed: 1.0 falls in it
+        members = [[] for _ in range(n_bins)]
+        for i, c in enumerate(conf):
+            members[min(int(c * n_bins), n_bins - 1)].append(i)
+        return members
+    order = sorted(range(len(conf)), key=lambda i: conf[i])  # equal mass: sorted, cut into runs
+    size, extra = divmod(len(conf), n_bins)
+    starts = [b * size + min(b, extra) for b in range(n_bins + 1)]
+    return [order[starts[b]:starts[b + 1]] for b in range(n_bins)]
+
+
+def calibration_bins(confidences, correct, n_bins=10, binning="width"):
+    """Per bin: lo, hi, count, mean confidence, accuracy and |accuracy - confidence| (None if empty).
+
+    "width": equal-width bins [lo, hi), the top one [lo, 1]; "mass": bins of equal count (ties may
+    straddle a cut), lo and hi being the least and greatest confidence in each."""
+    conf, hits = _check_calibration_inputs(confidences, correct)
+    _positive_int("n_bins", n_bins)
+    if binning not in BINNINGS:
+        raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
+    bins = []
+    for b, idx in enumerate(_bin_members(conf, n_bins, binning)):
+        cs = [conf[i] for i in idx]
+        lo, hi = (b / n_bins, (b + 1) / n_bins) if binning == "width" else (min(cs, default=None),
+                                                                              max(cs, default=None))
+        c, a = (_mean(cs), _mean(hits[i] for i in idx)) if idx else (None, None)
+        bins.append({"lo": lo, "hi": hi, "count": len(idx), "confidence": c, "accuracy": a,
+                     "gap": None if c is None else abs(a - c)})
+    return bins
+
+
+def _ece_mce(bins):
+    n = sum(b["count"] for b in bins)
+    full = [b for b in bins if b["count"]]
+    return sum(b["count"] * b["gap"] for b in full) / n, max(b["gap"] for b in full)
+
+
+def expected_calibration_error(confidences, correct, n_bins=10, binning="width"):
+    """ECE: the count-weighted mean over bins of |accuracy - mean confidence| (0: calibrated)."""
+    return _ece_mce(calibration_bins(confidences, correct, n_bins, binning))[0]
+
+
+def max_calibration_error(confidences, correct, n_bins=10, binning="width"):
+    """MCE: the largest |accuracy - mean confidence| over the non-empty bins."""
+    return _ece_mce(calibration_bins(confidences, correct, n_bins, binning))[1]
+
+
+def _check_golds(logliks, golds):
+    if (not isinstance(logliks, (list, tuple)) or not logliks or not isinstance(golds, (list, tuple))
+            or len(golds) != len(logliks)):
+        raise ValueError(f"logliks and golds must be non-empty lists of one length, got "
+                         f"{type(logliks).__name__} and {golds!r}")
+    for i, (ll, g) in enumerate(zip(logliks, golds)):
+        if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(ll):
+            raise ValueError(f"golds[{i}] must index one of the {len(ll)} choices, got {g!r}")
+
+
+def fit_temperature(logliks, golds, low=0.01, high=1000.0, steps=501):
+    """The temperature minimising the gold choices' mean NLL over the items given: a grid search
+    over `steps` log-spaced values in [low, high] (the smallest of equal minima wins)."""
+    _check_golds(logliks, golds)
+    _positive_int("steps", steps)
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high))
+    if not numbers or not 0 < low < high < math.inf:
+        raise ValueError(f"need numbers 0 < low < high < inf, got low={low!r}, high={high!r}")
+    grid = torch.logspace(math.log10(low), math.log10(high), steps, dtype=torch.float64)
+    nll = torch.zeros(steps, dtype=torch.float64)
+    for ll, g in zip(logliks, golds):
+        scores = torch.tensor(_floats("logliks", ll), dtype=torch.float64)[None, :] / grid[:, None]
+        nll -= torch.log_softmax(scores, dim=1)[:, g]  # (steps,)
+    return float(grid[int(nll.argmin())])
+
+
+def _calibration_record(item, logliks, temperature):
+    probs = choice_probabilities(logliks, temperature)
+    top = max(range(len(probs)), key=probs.__getitem__)  # the first of tied maxima
+    conf, hit, p_gold = probs[top], float(top == item["gold"]), probs[item["gold"]]
+    return {"question": item["question"], "choices": list(item["choices"]),
+            "gold": item["choices"][item["gold"]], "prediction": item["choices"][top],
+            "logliks": [float(x) for x in logliks], "probabilities": probs, "confidence": conf,
+            "correct": hit, "score": abs(conf - hit), "nll": -math.log(max(p_gold, 1e-300)),
+            "brier": sum(p * p for p in probs) - 2 * p_gold + 1}
+
+
+def calibration_result(items, logliks, temperature=1.0, n_bins=10, binning="width"):
+    """The calibration EvalResult from choice log-likelihoods already computed: value = ECE; each
+    record's score is its own |confidence - correct| (their mean bounds ECE from above)."""
+    _check_items(items)
+    _check_golds(logliks, [it["gold"] for it in items])
+    records = [_calibration_record(it, ll, temperature) for it, ll in zip(items, logliks)]
+    conf, hits = [r["confidence"] for r in records], [r["correct"] for r in records]
+    bins = calibration_bins(conf, hits, n_bins, binning)
+    ece, mce = _ece_mce(bins)
+    extras = {"ece": ece, "mce": mce, "accuracy": _mean(hits), "mean_confidence": _mean(conf),
+              "nll": _mean(r["nll"] for r in records), "brier": _mean(r["brier"] for r in records),
+              "temperature": temperature, "n_bins": n_bins, "binning": binning, "bins": bins}
+    return EvalResult("calibration", ece, records, extras)
+
+
+def calibration_eval(model, tok, items=None, temperature=1.0, n_bins=10, binning="width"):
+    """Multiple-choice calibration: softmax over each item's choice log-likelihoods (teacher forced);
+    confidence = the top probability, correct = the top choice is gold; value = ECE (0 is best)."""
+    items = multiple_choice_items() if items is None else items
+    return calibration_result(items, choice_logliks(model, tok, items), temperature, n_bins, binning)
+
+
+def answer_confidences(model, tok, instructions, answers, reduce="mean"):
+    """Free-form confidence of each answer from its tokens' probabilities (closing PAD included):
+    their geometric mean ("mean") or their product ("product")."""
+    if reduce not in ("mean", "product"):
+        raise ValueError(f"reduce must be 'mean' or 'product', got {reduce!r}")
+    scored = completion_logliks(model, tok, instructions, answers)
+    return [math.exp(ll / n) if reduce == "mean" else math.exp(ll) for ll, n in scored]
 
 
 # ---------------------------------------------------------------------------------------------
 # 11. Robustness under perturbation (lesson 08)
 # ---------------------------------------------------------------------------------------------
 
+# Each perturbation is a pure function perturb(text, seed=SEED, ...) -> text: deterministic given the
+# seed and the text (its draws come from _seeded_rng(seed, name, text)), and the identity at rate 0.
+# They perturb instructions only; robustness_eval never touches a reference. HELM's set is the model.
+
+CONTRACTIONS = {"are not": "aren't", "can not": "can't", "cannot": "can't", "could not": "couldn't",
+                "did not": "didn't", "do not": "don't", "does not": "doesn't", "has not": "hasn't",
+                "have not": "haven't", "how is": "how's", "i am": "i'm", "is not": "isn't",
+                "it is": "it's", "let us": "let's", "that is": "that's", "there is": "there's",
+                "they are": "they're", "was not": "wasn't", "we are": "we're", "what is": "what's",
+                "where is": "where's", "who is": "who's", "will not": "won't", "you are": "you're"}
+EXPANSIONS = {short: long for long, short in CONTRACTIONS.items()}  # "can't" -> "cannot" (the later)
+PARAPHRASE_TEMPLATES = ("Answer briefly: {q}", "I have a question for you. {q}",
+                        "{q} Reply in a few words.", "Here is a quiz question. {q}",
+                        "Could you help me with this? {q}")  # none is a framing the model trained on
+DISTRACTOR_SENTENCES = ("The library closes early on public holidays.",
+                        "My neighbour painted her fence last weekend.",
+                        "The bus was a little late this morning.",
+                        "Someone left an umbrella by the front door.",
+                        "The kettle in the office is broken again.")
+
+
+def _check_text(text):
+    if not isinstance(text, str):
+        raise ValueError(f"text must be a str, got {text!r}")
+
+
+def _check_rate(rate):
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+        raise ValueError(f"rate must be a number in [0, 1], got {rate!r}")
+
+
+def typos(text, seed=SEED, rate=0.1):
+    """Each letter, with probability rate, is swapped with the next character, dropped or doubled.
+
+    The draws depend on the seed and the text only, so a higher rate hits the same letters and more."""
+    _check_text(text)
+    _check_rate(rate)
+    rng = _seeded_rng(seed, "typos", text)
+    draws = [(rng.random(), rng.choice(("swap", "drop", "double"))) for _ in text]
+    out, i = [], 0
+    while i < len(text):
+        c, (u, op) = text[i], draws[i]
+        op = op if c.isalpha() and u < rate else None
+        if op == "swap" and i + 1 < len(text):
+            out += [text[i + 1], c]
+            i += 2
+            continue
+        out += {"drop": [], "double": [c, c]}.get(op, [c])
+        i += 1
+    return "".join(out)
+
+
+def change_case(text, seed=SEED, mode="lower"):
+    """The text in lower case ("lower"), upper case ("upper") or with capitalised words ("title")."""
+    _check_text(text)
+    if mode not in ("lower", "upper", "title"):
+        raise ValueError(f"mode must be 'lower', 'upper' or 'title', got {mode!r}")
+    return {"lower": text.lower, "upper": text.upper, "title": text.title}[mode]()
+
+
+def extra_whitespace(text, seed=SEED, max_extra=3):
+    """Each run of spaces gets 0 to max_extra more spaces, drawn per run (HELM's "extra spaces")."""
+    _check_text(text)
+    if isinstance(max_extra, bool) or not isinstance(max_extra, int) or max_extra < 0:
+        raise ValueError(f"max_extra must be an int >= 0, got {max_extra!r}")
+    rng = _seeded_rng(seed, "extra_whitespace", max_extra, text)
+    return re.sub(r" +", lambda m: m.group(0) + " " * rng.randint(0, max_extra), text)
+
+
+def _swap_phrases(text, table):
+    """Replace whole-word, case-insensitive occurrences of table's keys, keeping a leading capital."""
+    pattern = r"\b(" + "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True)) + r")\b"
+
+    def swap(m):
+        new = table[m.group(0).lower()]
+        return new[0].upper() + new[1:] if m.group(0)[0].isupper() else new
+
+    return re.sub(pattern, swap, text, flags=re.IGNORECASE)
+
+
+def contract(text, seed=SEED):
+    """Contract the phrases CONTRACTIONS lists ("What is" -> "What's"); possessives are untouched."""
+    _check_text(text)
+    return _swap_phrases(text, CONTRACTIONS)
+
+
+def expand(text, seed=SEED):
+    """Expand the contractions EXPANSIONS lists ("don't" -> "do not"); "Japan's" is untouched."""
+    _check_text(text)
+    return _swap_phrases(text, EXPANSIONS)
+
+
+def paraphrase(text, seed=SEED):
+    """The instruction inside one of PARAPHRASE_TEMPLATES, chosen by the seed and the text."""
+    _check_text(text)
+    return _seeded_rng(seed, "paraphrase", text).choice(PARAPHRASE_TEMPLATES).format(q=text)
+
+
+def add_distractor(text, seed=SEED):
+    """An irrelevant sentence from DISTRACTOR_SENTENCES, chosen by the seed and the text, put first."""
+    _check_text(text)
+    return _seeded_rng(seed, "add_distractor", text).choice(DISTRACTOR_SENTENCES) + " " + text
+
+
+def lowercase(text, seed=SEED):
+    """change_case(text, mode="lower"): the case change EM normalisation would forgive in an answer."""
+    return change_case(text, seed, "lower")
+
+
+def uppercase(text, seed=SEED):
+    """change_case(text, mode="upper")."""
+    return change_case(text, seed, "upper")
+
+
+PERTURBATIONS = {"typos": typos, "lowercase": lowercase, "uppercase": uppercase,
+                 "whitespace": extra_whitespace, "contraction": contract, "expansion": expand,
+                 "paraphrase": paraphrase, "distractor": add_distractor}
+
+
+def _resolve_perturbations(perturbations):
+    """name -> function(text, seed) from None (all of PERTURBATIONS), a list of names, or a dict."""
+    if perturbations is None:
+        return dict(PERTURBATIONS)
+    if isinstance(perturbations, (list, tuple)):
+        unknown = [p for p in perturbations if p not in PERTURBATIONS]
+        if unknown or not perturbations:
+            raise ValueError(f"perturbations must name some of {sorted(PERTURBATIONS)}, "
+                             f"got {perturbations!r}")
+        return {p: PERTURBATIONS[p] for p in perturbations}
+    if (not isinstance(perturbations, dict) or not perturbations or "clean" in perturbations
+            or not all(isinstance(k, str) and callable(f) for k, f in perturbations.items())):
+        raise ValueError("perturbations must be None, a list of names or a non-empty dict of "
+                         f"name -> function(text, seed) (\"clean\" is reserved), got {perturbations!r}")
+    return dict(perturbations)
+
+
+def _check_score(score, metric, index, name):
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
+        raise ValueError(f"metric {getattr(metric, '__name__', metric)!r} gave {score!r} for example "
+                         f"{index} under {name!r}; expected a number in [0, 1]")
+    return float(score)
+
+
+def _perturbed_runs(pairs, perts, seed):
+    """(example index, perturbation name, instruction): every example clean, then under each one."""
+    runs = [(i, "clean", q) for i, (q, _) in enumerate(pairs)]
+    for name, fn in perts.items():
+        for i, (q, _) in enumerate(pairs):
+            text = fn(q, seed=seed)
+            if not isinstance(text, str):
+                raise ValueError(f"perturbation {name!r} returned {text!r} for example {i}; "
+                                 "expected a str")
+            runs.append((i, name, text))
+    return runs
+
+
+def robustness_eval(model, tok, pairs, perturbations=None, metric=None, seed=SEED, max_new_tokens=48):
+    """Score each example clean and under each perturbation of its instruction (metric, default
+    exact_match, in [0, 1]); value = mean over examples of the worst score among clean and perturbed."""
+    _check_pairs(pairs)
+    perts, metric = _resolve_perturbations(perturbations), exact_match if metric is None else metric
+    runs = _perturbed_runs(pairs, perts, seed)
+    preds = generate(model, tok, [text for _, _, text in runs], max_new_tokens=max_new_tokens)
+    records = []
+    for (i, name, text), pred in zip(runs, preds):
+        q, ref = pairs[i]
+        records.append({"index": i, "perturbation": name, "instruction": text, "original": q,
+                        "changed": text != q, "prediction": pred, "reference": ref,
+                        "score": _check_score(metric(pred, ref), metric, i, name)})
+    value, extras = _robustness_summary(records, list(perts), len(pairs), metric, seed)
+    return EvalResult("robustness", value, records, extras)
+
+
+def _robustness_summary(records, names, n, metric, seed):
+    """(value, extras): the score per perturbation, its drop from clean, and the worst case."""
+    table = {(r["index"], r["perturbation"]): r["score"] for r in records}
+    score = {p: _mean(table[i, p] for i in range(n)) for p in ["clean"] + names}
+    worst = _mean(min(table[i, p] for p in ["clean"] + names) for i in range(n))
+    weakest = min(names, key=lambda p: score[p])  # the first of equal minima
+    changed = {p: _mean(r["changed"] for r in records if r["perturbation"] == p) for p in names}
+    extras = {"metric": getattr(metric, "__name__", repr(metric)), "seed": seed,
+              "clean": score["clean"], "per_perturbation": {p: score[p] for p in names},
+              "drop": {p: score["clean"] - score[p] for p in names}, "changed": changed,
+              "worst_case": worst, "worst_perturbation": weakest,
+              "worst_perturbation_score": score[weakest]}
+    return worst, extras
+
 
 # ---------------------------------------------------------------------------------------------
 # 12. A real judge over HTTP (lesson 09)
 # ---------------------------------------------------------------------------------------------
 
+JUDGE_RUBRIC = (
+    "You grade an answer to an instruction against a reference answer, on this scale:\n"
+    "5 = says what the reference says (the wording may differ);\n"
+    "4 = nearly right: a small slip or omission;\n"
+    "3 = partly right;\n"
+    "2 = mostly wrong, with a fragment of the right answer;\n"
+    "1 = wrong, empty or unrelated.\n"
+    "Grade the content only: length, politeness and confidence earn nothing.")
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # worth asking again; other errors are not
+_judge_log = logging.getLogger("evalcore.judge")
+_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
+
+
+def judge_messages(instruction, prediction, reference):
+    """The chat messages an HTTP judge is sent: the rubric, then the item as JSON and the reply format."""
+    item = json.dumps({"instruction": instruction, "reference": reference, "prediction": prediction},
+                      ensure_ascii=False, indent=1)
+    ask = ("Grade this item.\n```json\n" + item + "\n```\nReply with a JSON object only: "
+           '{"score": <an integer from 1 to 5>, "rationale": "<one sentence>"}')
+    return [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": ask}]
+
+
+def _json_objects(text):
+    """Each JSON object in text: those inside code fences first, then any in the surrounding prose."""
+    decoder = json.JSONDecoder()
+    for block in [*_FENCE.findall(text), text]:
+        for match in re.finditer(r"\{", block):
+            try:
+                obj, _ = decoder.raw_decode(block, match.start())
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+def _clip(text, n=60):
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def parse_judge_reply(text):
+    """(score, rationale) from a judge's reply: the first JSON object with a "score", fenced or in
+    prose; tolerant of the wrapping, strict about the score (an int 1-5), else JudgeUnavailable."""
+    if not isinstance(text, str):
+        raise JudgeUnavailable(f"the reply's content is {type(text).__name__}, not text")
+    obj = next((o for o in _json_objects(text) if "score" in o), None)
+    if obj is None:
+        raise JudgeUnavailable(f"no JSON object with a score in the reply {_clip(text)!r}")
+    score, rationale = obj["score"], obj.get("rationale")
+    if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
+        raise JudgeUnavailable(f"score {_clip(json.dumps(score))} is not an integer from 1 to 5")
+    return score, rationale if isinstance(rationale, str) else ""
+
+
+def _retry_after(response):
+    """Seconds the server asked us to wait (Retry-After: seconds or an HTTP date), or None."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _reply_content(body):
+    """("ok", the reply's text) from a 200 chat-completions response body, or ("fail", why)."""
+    try:
+        return "ok", json.loads(body)["choices"][0]["message"]["content"]
+    except ValueError:
+        return "fail", f"the response body is not JSON: {_clip(body)!r}"
+    except (KeyError, IndexError, TypeError):
+        return "fail", f"no choices[0].message.content in the response: {_clip(body)!r}"
+
+
+def _check_number(name, value, low=0.0):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
+        raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
+    return value
+
+
+class HTTPJudge:
+    """An LLM judge behind an OpenAI-compatible chat-completions API, called like mock_judge.
+
+    judge(instruction, prediction, reference) -> (score 1-5, rationale), or JudgeUnavailable(reason)
+    once retries run out or the reply is unparseable or out of range. Build it with make_http_judge."""
+
+    def __init__(self, base_url, model, api_key=None, timeout=30.0, max_retries=3, cache_dir=None,
+                 backoff=0.5, max_backoff=8.0, max_retry_after=60.0, api_key_env="OPENAI_API_KEY",
+                 seed=SEED):
+        if not isinstance(base_url, str) or not re.match(r"https?://", base_url):
+            raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty str, got {model!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        if api_key is not None and not isinstance(api_key, str):
+            raise ValueError(f"api_key must be a str or None, got a {type(api_key).__name__}")
+        self.base_url, self.model, self.max_retries = base_url.rstrip("/"), model, max_retries
+        self.timeout = _check_number("timeout", timeout, 1e-3)
+        self.backoff = _check_number("backoff", backoff)
+        self.max_backoff = _check_number("max_backoff", max_backoff)
+        self.max_retry_after = _check_number("max_retry_after", max_retry_after)
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        key = api_key if api_key is not None else os.environ.get(api_key_env) or None
+        self._key = key  # sent as a header only; _redact keeps it out of every message we write
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._rng = random.Random(seed)  # the jitter, seeded
+        self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "unscored": 0}
+        self.waits = []  # seconds slept before each retry
+        self._client = None  # one httpx.Client, made on first use and kept: its setup costs ~20 ms
+
+    def __repr__(self):
+        return (f"HTTPJudge(base_url={self.base_url!r}, model={self.model!r}, "
+                f"api_key={'set' if self._key else 'not set'})")
+
+    def __call__(self, instruction, prediction, reference):
+        self.stats["calls"] += 1
+        messages = judge_messages(instruction, prediction, reference)
+        path = self._cache_path(messages)
+        cached = _read_verdict(path)
+        if cached is not None:
+            self.stats["cache_hits"] += 1
+            return cached
+        try:
+            score, rationale = parse_judge_reply(self._request(messages))
+        except JudgeUnavailable as exc:
+            self.stats["unscored"] += 1
+            raise JudgeUnavailable(self._redact(exc.reason)) from None
+        verdict = score, self._redact(rationale)
+        _write_verdict(path, verdict)
+        return verdict
+
+    def close(self):
+        """Close the HTTP connections (a later call opens new ones)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _redact(self, text):
+        return text.replace(self._key, "[api key]") if self._key else text
+
+    def _cache_path(self, messages):
+        if self.cache_dir is None:
+            return None
+        key = json.dumps([self.base_url, self.model, messages], sort_keys=True, ensure_ascii=False)
+        return self.cache_dir / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
+
+    def _request(self, messages):
+        """The reply's text; 429, 5xx, timeouts and dropped connections are retried with backoff."""
+        import httpx
+
+        payload = {"model": self.model, "messages": messages, "temperature": 0}
+        if self._client is None:
+            self._client = httpx.Client(timeout=self.timeout)
+        for attempt in range(self.max_retries + 1):
+            self.stats["requests"] += 1
+            self.stats["retries"] += attempt > 0
+            outcome, detail, wait = self._attempt(httpx, self._client, payload)
+            if outcome != "retry":
+                break
+            if attempt < self.max_retries:
+                self._sleep(attempt, wait, detail)
+        if outcome == "ok":
+            return detail
+        if outcome == "retry":
+            detail = f"{detail}; gave up after {self.max_retries} retries"
+        raise JudgeUnavailable(detail)
+
+    def _attempt(self, httpx, client, payload):
+        """One POST: ("ok", text, None), ("retry", why, Retry-After or None) or ("fail", why, None)."""
+        try:
+            response = client.post(f"{self.base_url}/chat/completions", json=payload,
+                                   headers=self._headers)
+        except httpx.TimeoutException:
+            return "retry", f"no answer within the {self.timeout:g} s timeout", None
+        except httpx.TransportError as exc:
+            return "retry", f"connection failed ({type(exc).__name__})", None
+        if response.status_code in RETRY_STATUSES or response.status_code >= 500:
+            return "retry", f"HTTP {response.status_code}", _retry_after(response)
+        body = self._redact(response.text)  # before any clipping: a clipped key is no longer found
+        if response.status_code != 200:
+            return "fail", f"HTTP {response.status_code}: {_clip(body)!r}", None
+        return (*_reply_content(body), None)
+
+    def _sleep(self, attempt, retry_after, why):
+        """Exponential backoff with jitter, at least what Retry-After asked (up to max_retry_after)."""
+        cap = min(self.max_backoff, self.backoff * 2 ** attempt)
+        wait = self._rng.uniform(cap / 2, cap)
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.max_retry_after))
+        _judge_log.warning("judge %s: %s; retry %d of %d in %.3g s", self.base_url, self._redact(why),
+                           attempt + 1, self.max_retries, wait)
+        self.waits.append(wait)
+        time.sleep(wait)
+
+
+def make_http_judge(base_url, model, api_key=None, timeout=30.0, max_retries=3, cache_dir=None, **kw):
+    """A judge_fn for judge_eval that asks an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama, a
+    hosted API); the key comes from api_key or $OPENAI_API_KEY (see HTTPJudge for the options)."""
+    return HTTPJudge(base_url, model, api_key, timeout, max_retries, cache_dir, **kw)
+
+
+def _read_verdict(path):
+    """A cached (score, rationale), or None when there is no cache or no (readable) entry."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        score, rationale = entry["score"], entry["rationale"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    ok = isinstance(score, int) and not isinstance(score, bool) and 1 <= score <= 5
+    return (score, rationale) if ok and isinstance(rationale, str) else None
+
+
+def _write_verdict(path, verdict):
+    """Cache a verdict atomically (a temporary file, then a rename); failures are never cached."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"score": verdict[0], "rationale": verdict[1]}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# The mock judge behind the same API, on localhost (`python evalcore.py serve-judge --port N`) -------
+
+def _judge_item(body):
+    """(instruction, prediction, reference) from a chat-completions request built by judge_messages."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    users = [m.get("content") for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
+    if not users or not isinstance(users[-1], str):
+        raise ValueError("the request has no user message")
+    for obj in _json_objects(users[-1]):
+        if {"instruction", "prediction", "reference"} <= set(obj):
+            return obj["instruction"], obj["prediction"], obj["reference"]
+    raise ValueError("the user message holds no JSON item with instruction, prediction and reference")
+
+
+class _JudgeHandler(BaseHTTPRequestHandler):
+    """POST .../chat/completions answers with the server's judge_fn; GET .../models lists its model."""
+
+    def log_message(self, *args):  # no access log on stderr: a notebook has no use for one
+        pass
+
+    def _send(self, status, body):
+        data = json.dumps(body).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/models"):
+            models = [{"id": self.server.model, "object": "model"}]
+            return self._send(200, {"object": "list", "data": models})
+        self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self):
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            item = _judge_item(body)
+        except (ValueError, TypeError) as exc:
+            return self._send(400, {"error": {"message": f"bad request: {exc}"}})
+        try:
+            score, rationale = self.server.judge_fn(*item)
+        except Exception as exc:  # a judge that fails is a server error, as a real endpoint's would be
+            return self._send(500, {"error": {"message": f"the judge failed: {type(exc).__name__}"}})
+        content = json.dumps({"score": score, "rationale": rationale})
+        self._send(200, {"object": "chat.completion", "model": self.server.model, "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
+
+
+class JudgeServer(ThreadingHTTPServer):
+    """judge_fn (default mock_judge) behind an OpenAI-compatible chat-completions API on 127.0.0.1.
+
+    server = JudgeServer().start(); judge = make_http_judge(server.url, server.model); server.stop()"""
+
+    daemon_threads = True
+
+    def __init__(self, port=0, judge_fn=None, model="mock-judge"):
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"port must be an int in [0, 65535] (0: any free port), got {port!r}")
+        self.judge_fn = mock_judge if judge_fn is None else judge_fn
+        self.model = model
+        self._thread = None
+        super().__init__(("127.0.0.1", port), _JudgeHandler)  # localhost only, never 0.0.0.0
+
+    @property
+    def url(self):
+        """The base_url to give make_http_judge, e.g. http://127.0.0.1:8000/v1."""
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def start(self):
+        """Serve from a daemon thread; returns self."""
+        self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        """Stop serving (if started) and close the socket."""
+        if self._thread is not None:
+            self.shutdown()
+            self._thread.join()
+            self._thread = None
+        self.server_close()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up is no error
+            super().handle_error(request, client_address)
+
+
+def serve_judge(port=8000, judge_fn=None):
+    """Serve the mock judge on http://127.0.0.1:port/v1 until Ctrl-C (`evalcore.py serve-judge`)."""
+    server = JudgeServer(port, judge_fn)
+    print(f"serving the mock judge at {server.url} as model {server.model!r}; Ctrl-C stops", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+# Judge bias checks ------------------------------------------------------------------------------
+
+VERBOSITY_FILLER = " To be thorough, let me add that this answer was considered with great care."
+
+
+def _judge_items(items):
+    """(instruction, prediction, reference) triples from a list of them or a judge EvalResult."""
+    if isinstance(items, EvalResult):
+        items = [(r["instruction"], r["prediction"], r["reference"]) for r in items.per_example]
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(f"items must be a judge EvalResult or a non-empty list of triples, "
+                         f"got {items!r}")
+    for i, item in enumerate(items):
+        if not isinstance(item, (list, tuple)) or len(item) != 3:
+            raise ValueError(f"items[{i}] must be (instruction, prediction, reference), got {item!r}")
+    return items
+
+
+def verbosity_check(judge_fn, items, filler=VERBOSITY_FILLER, times=1):
+    """Score each answer as given and padded with content-free filler: a length-blind judge's
+    scores do not move. Pairs the judge could not score are skipped and listed."""
+    _positive_int("times", times)
+    items, rows, unscored = _judge_items(items), [], []
+    for i, (q, pred, ref) in enumerate(items):
+        try:
+            before = _check_verdict(judge_fn(q, pred, ref), i)[0]
+            after = _check_verdict(judge_fn(q, pred + filler * times, ref), i)[0]
+        except JudgeUnavailable as exc:
+            unscored.append({"index": i, "reason": exc.reason})
+            continue
+        rows.append({"index": i, "score": before, "padded_score": after, "shift": after - before})
+    if not rows:
+        raise ValueError(f"the judge scored none of the {len(items)} pairs")
+    shifts = [r["shift"] for r in rows]
+    return {"rows": rows, "mean_shift": _mean(shifts), "up": sum(s > 0 for s in shifts),
+            "down": sum(s < 0 for s in shifts), "same": sum(s == 0 for s in shifts),
+            "scored": len(rows), "total": len(items), "unscored": unscored}
+
+
+def pass_fail_agreement(a, b):
+    """Cohen's kappa (None if undefined), observed agreement and the confusion table
+    (table[i][j]: a said i, b said j; 0 fail, 1 pass) of two lists of pass/fail labels."""
+    a, b = [int(bool(x)) for x in a], [int(bool(y)) for y in b]
+    return {"kappa": cohen_kappa(a, b), "agreement": percent_agreement(a, b),
+            "confusion": confusion_table(a, b), "n": len(a)}
+
+
+def _check_pass_score(pass_score):
+    number = isinstance(pass_score, (int, float)) and not isinstance(pass_score, bool)
+    if not number or not 1 <= pass_score <= 5:
+        raise ValueError(f"pass_score must be a number in [1, 5], got {pass_score!r}")
+
+
+def judge_metric_agreement(result, pass_score=4, f1_pass=0.5):
+    """How a judge's pass (score >= pass_score) agrees with exact match and with token F1 >= f1_pass,
+    on the judge's own scored examples: {"exact_match": ..., "token_f1": ...} of pass_fail_agreement."""
+    _check_pass_score(pass_score)
+    if not 0 <= f1_pass <= 1:
+        raise ValueError(f"f1_pass must be in [0, 1], got {f1_pass!r}")
+    recs = _scored(result.per_example)
+    judge = [r["score"] >= pass_score for r in recs]
+    em = [exact_match(r["prediction"], r["reference"]) == 1.0 for r in recs]
+    f1 = [token_f1(r["prediction"], r["reference"]) >= f1_pass for r in recs]
+    return {"exact_match": pass_fail_agreement(judge, em), "token_f1": pass_fail_agreement(judge, f1)}
+
+
+def judge_pair_agreement(result_a, result_b, pass_score=4):
+    """Two judges on the same examples: pass/fail agreement (pass_fail_agreement) on those both
+    scored, plus the share given exactly the same score."""
+    _check_pass_score(pass_score)
+    ra, rb = result_a.per_example, result_b.per_example
+    same = len(ra) == len(rb) and all(x["prediction"] == y["prediction"] for x, y in zip(ra, rb))
+    if not same:
+        raise ValueError("result_a and result_b must judge the same predictions in the same order")
+    both = [(x["score"], y["score"]) for x, y in zip(ra, rb)
+            if x["score"] is not None and y["score"] is not None]
+    if not both:
+        raise ValueError("no example was scored by both judges")
+    out = pass_fail_agreement([x >= pass_score for x, _ in both], [y >= pass_score for _, y in both])
+    return {**out, "same_score": sum(x == y for x, y in both) / len(both), "total": len(ra)}
+
 
 # ---------------------------------------------------------------------------------------------
 # 13. Learning aggregate weights (lesson 10)
 # ---------------------------------------------------------------------------------------------
+
+_LP_TOL = 1e-10  # slack allowed when checking a vertex against the constraints
+
+
+def _results_of(results, model):
+    results = results.results if isinstance(results, FinalReport) else results
+    if not isinstance(results, (list, tuple)) or not all(isinstance(r, EvalResult) for r in results):
+        raise ValueError(f"results for model {model!r} must be a FinalReport or a list of EvalResult")
+    return list(results)
+
+
+def _model_features(results_by_model):
+    """{model: {eval name: normalised value}}, after checking every model has the same evals."""
+    if not isinstance(results_by_model, dict) or len(results_by_model) < 2:
+        what = f"{len(results_by_model)} model(s)" if isinstance(results_by_model, dict) else \
+            type(results_by_model).__name__
+        raise ValueError(f"results_by_model must be a dict of 2 or more models, got {what}")
+    feats = {m: aggregate(_results_of(r, m)).normalised() for m, r in results_by_model.items()}
+    first_model, first = next(iter(feats.items()))
+    for model, f in feats.items():
+        if set(f) != set(first):
+            raise ValueError(f"model {model!r} has evals {sorted(f)} but {first_model!r} has "
+                             f"{sorted(first)}: every model needs the same evals")
+    return feats
+
+
+def _check_preference(preference, models):
+    ok = isinstance(preference, (list, tuple)) and len(set(preference)) == len(preference)
+    if not ok or set(preference) != set(models):
+        raise ValueError(f"preference must name each model once, best first: got {preference!r} "
+                         f"for models {list(models)}")
+    return list(preference)
+
+
+def aggregate_models(results_by_model, weights=None):
+    """{model: aggregate score} for each model's results (a FinalReport or a list of EvalResult)."""
+    return {m: aggregate(_results_of(r, m), weights).score for m, r in results_by_model.items()}
+
+
+def _vertices(E, e, A, b):
+    """Every point where E x = e and n - len(E) of the planes A x = b meet in exactly one point.
+
+    A linear program's optimum lies at such a vertex, and with a handful of weights there are only
+    hundreds of them: trying them all is exact, immune to ties, and needs no solver."""
+    n = E.shape[1]
+    combos = torch.combinations(torch.arange(len(A)), n - len(E))  # (C, n - len(E))
+    M = torch.cat([E.expand(len(combos), -1, -1), A[combos]], dim=1)  # (C, n, n)
+    r = torch.cat([e.expand(len(combos), -1), b[combos]], dim=1)  # (C, n)
+    s = torch.linalg.svdvals(M)
+    ok = s[:, -1] > 1e-9 * s[:, 0]  # skip systems without a unique solution
+    return torch.linalg.solve(M[ok], r[ok])
+
+
+def _max_min_margin(D, prior):
+    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest prior."""
+    P, k = D.shape
+    G = torch.cat([torch.cat([-torch.eye(k), torch.zeros(k, 1)], 1),  # -w <= 0
+                   torch.cat([-D, torch.ones(P, 1)], 1)]).double()  # t - D w <= 0
+    h = torch.zeros(k + P, dtype=torch.float64)
+    E = torch.cat([torch.ones(1, k), torch.zeros(1, 1)], 1).double()
+    X = _vertices(E, torch.ones(1, dtype=torch.float64), G, h)  # x = (w, t)
+    X = X[(X @ G.T <= h + _LP_TOL).all(1)]
+    t = X[:, -1]
+    best = X[t >= t.max() - _LP_TOL]
+    w = best[(best[:, :-1] - prior).abs().sum(1).argmin(), :-1]
+    return float(t.max()), w
+
+
+def _nearest_with_margin(D, prior, margin):
+    """LP 2: the w nearest prior (L1) with D w >= margin, w >= 0, sum(w) = 1; ties to the larger
+    margin. The planes w_i = prior_i are the kinks of |w - prior|, so they join the vertex search."""
+    P, k = D.shape
+    G = torch.cat([-torch.eye(k, dtype=torch.float64), -D])
+    h = torch.cat([torch.zeros(k, dtype=torch.float64), torch.full((P,), -margin, dtype=torch.float64)])
+    planes, rhs = torch.cat([G, torch.eye(k, dtype=torch.float64)]), torch.cat([h, prior])
+    one = torch.ones(1, dtype=torch.float64)
+    W = _vertices(torch.ones(1, k, dtype=torch.float64), one, planes, rhs)
+    W = W[(W @ G.T <= h + _LP_TOL).all(1)]
+    if not len(W):
+        return None
+    dist, smallest = (W - prior).abs().sum(1), (W @ D.T).min(1).values
+    near = dist <= dist.min() + _LP_TOL
+    return W[near][smallest[near].argmax()]
+
+
+@dataclass
+class WeightFit:
+    weights: dict  # eval name -> weight >= 0, summing to 1: pass to aggregate(..., weights=)
+    realisable: bool  # whether some weights order the models strictly as preferred
+    best_margin: float  # the largest smallest margin any weights reach; <= 0: the order is impossible
+    margins: list  # (better, worse, aggregate difference) for each adjacent pair of the preference
+    scores: dict  # model -> aggregate under weights
+    message: str
+
+    @property
+    def min_margin(self):
+        return min(m for _, _, m in self.margins)
+
+
+def fit_weights(results_by_model, preference, margin_share=0.5, prior=None):
+    """Aggregate weights under which the models' aggregates fall in the preferred order (best first).
+
+    Two small linear programs, solved exactly by visiting every vertex (_vertices): (1) the largest
+    smallest margin m* over adjacent pairs, weights non-negative and summing to 1; (2) among weights
+    keeping at least margin_share * m*, those nearest prior (DEFAULT_WEIGHTS) in L1: the regulariser.
+    An LP rather than a pairwise logistic loss, because its margins are in the aggregate's own units
+    and m* <= 0 proves that no weights realise the order (reported, never raised: realisable=False,
+    with LP 1's least-bad weights); scipy is not a dependency, and 4 weights give few vertices."""
+    feats = _model_features(results_by_model)
+    preference = _check_preference(preference, feats)
+    if isinstance(margin_share, bool) or not isinstance(margin_share, (int, float)) \
+            or not 0 < margin_share <= 1:
+        raise ValueError(f"margin_share must be in (0, 1], got {margin_share!r}")
+    evals = list(feats[preference[0]])
+    prior = _check_weights(DEFAULT_WEIGHTS if prior is None else prior, evals)
+    p = torch.tensor([prior[n] for n in evals], dtype=torch.float64)
+    X = torch.tensor([[feats[m][n] for n in evals] for m in preference], dtype=torch.float64)
+    D = X[:-1] - X[1:]  # (pairs, evals): better minus worse, for each adjacent pair
+    best, w = _max_min_margin(D, p)
+    realisable = best > _LP_TOL
+    if realisable:
+        nearer = _nearest_with_margin(D, p, margin_share * best)
+        w = w if nearer is None else nearer
+    w = torch.where(w < _LP_TOL, 0.0, w)
+    weights = dict(zip(evals, (w / w.sum()).tolist()))
+    scores = aggregate_models(results_by_model, weights)
+    margins = [(a, b, scores[a] - scores[b]) for a, b in zip(preference, preference[1:])]
+    message = _fit_message(realisable, best, margins)
+    return WeightFit(weights, realisable, best, margins, scores, message)
+
+
+def _fit_message(realisable, best, margins):
+    if realisable:
+        return (f"order realised: smallest margin {min(m for *_, m in margins):.4g} "
+                f"(the largest possible is {best:.4g})")
+    failed = [f"{a} > {b}" for a, b, m in margins if m <= _LP_TOL]
+    return (f"no weights realise this order: the best smallest margin is {best:.4g} <= 0; "
+            f"under the least-bad weights these fail: {', '.join(failed)}")
+
+
+def leave_one_model_out(results_by_model, preference, **fit_kwargs):
+    """For each model: fit weights on the others, then check the held-out model lands where the
+    preference puts it. With few models many weights fit, and the held-out model shows it."""
+    preference = _check_preference(preference, _model_features(results_by_model))
+    if len(preference) < 3:
+        raise ValueError(f"leave-one-model-out needs 3 or more models, got {len(preference)}")
+    rows = []
+    for i, held in enumerate(preference):
+        rest = [m for m in preference if m != held]
+        fit = fit_weights({m: results_by_model[m] for m in rest}, rest, **fit_kwargs)
+        scores = aggregate_models(results_by_model, fit.weights)
+        placed = (all(scores[a] > scores[held] for a in preference[:i])
+                  and all(scores[held] > scores[b] for b in preference[i + 1:]))
+        rank = 1 + sum(scores[m] > scores[held] for m in rest)
+        rows.append({"held_out": held, "preferred_rank": i + 1, "rank": rank, "placed": placed,
+                     "fit_realisable": fit.realisable, "weights": fit.weights})
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -932,16 +2544,23 @@ def build_checkpoints(seed=SEED):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
-    parser.add_argument("command", nargs="?", default="demo", choices=["demo", "checkpoint"],
+    parser.add_argument("command", nargs="?", default="demo",
+                        choices=["demo", "checkpoint", "record", "serve-judge"],
                         help="demo (default): train, evaluate, report; checkpoint: rebuild the "
-                             "shipped checkpoint")
+                             "shipped checkpoint; record: re-record data/recording_06.json; "
+                             "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--steps", type=int, default=None, help="training steps")
     parser.add_argument("--out", default="reports/report.json", help="where the JSON report goes")
+    parser.add_argument("--port", type=int, default=8000, help="serve-judge's port (0: any free one)")
     args = parser.parse_args(argv)
     try:
         if args.command == "checkpoint":
             build_checkpoints(args.seed)
+        elif args.command == "record":
+            record_06()
+        elif args.command == "serve-judge":
+            serve_judge(args.port)
         else:
             run_demo(args.seed, DEMO_STEPS if args.steps is None else args.steps, args.out)
     except (ValueError, OSError) as exc:
