@@ -9,7 +9,13 @@ Read top to bottom, it follows the lessons:
   6. token F1 over a bag of tokens;
   7. a deterministic mock LLM-as-judge;
   8. the weighted aggregate and its report (text table, pandas, strict JSON);
-  9. the demo behind `python evalcore.py`.
+  9. evidence and protocol: reference loss in bits, wrappers, rubrics with gates, raters,
+     a frozen development/reserved protocol, rates with Wilson intervals;
+ 10. calibration of multiple-choice confidences (ECE, MCE, temperature scaling);
+ 11. robustness under input perturbations;
+ 12. a real LLM judge over an OpenAI-compatible HTTP API, and judge bias checks;
+ 13. aggregate weights learned from a preference order;
+ 14. the demo and the command line behind `python evalcore.py`.
 
 Every eval takes any `model` with the call `model(ids) -> logits`, ids a LongTensor (B, T) and logits
 (B, T, vocab_size), and returns an `EvalResult`. Inputs are moved to the model's own device.
@@ -2059,6 +2065,8 @@ class HTTPJudge:
             return "retry", f"no answer within the {self.timeout:g} s timeout", None
         except httpx.TransportError as exc:
             return "retry", f"connection failed ({type(exc).__name__})", None
+        except httpx.RequestError as exc:  # redirect loops, undecodable bodies: asking again won't help
+            return "fail", f"request failed ({type(exc).__name__})", None
         if response.status_code in RETRY_STATUSES or response.status_code >= 500:
             return "retry", f"HTTP {response.status_code}", _retry_after(response)
         body = self._redact(response.text)  # before any clipping: a clipped key is no longer found

@@ -7,6 +7,7 @@ import math
 import random
 
 import pytest
+import scipy.optimize
 
 import evalcore as ec
 
@@ -135,7 +136,6 @@ def test_a_subset_of_evals_and_final_reports():
 
 @pytest.mark.parametrize("seed", range(12))
 def test_both_linear_programs_match_scipy(seed):
-    scipy_optimize = pytest.importorskip("scipy.optimize", reason="a cross-check only")
     rng = random.Random(seed)
     n = rng.randint(2, 6)
     models = {f"m{i}": model(ppl=rng.uniform(0.1, 0.4), em=rng.random(), f1=rng.random(),
@@ -147,7 +147,7 @@ def test_both_linear_programs_match_scipy(seed):
     X = [normalised(models[m]) for m in pref]
     D = [[a - b for a, b in zip(X[i], X[i + 1])] for i in range(n - 1)]
     # LP 1: max t s.t. D w >= t, w >= 0, sum w = 1; variables (w, t)
-    lp1 = scipy_optimize.linprog([0, 0, 0, 0, -1], A_ub=[[-d for d in row] + [1] for row in D],
+    lp1 = scipy.optimize.linprog([0, 0, 0, 0, -1], A_ub=[[-d for d in row] + [1] for row in D],
                                  b_ub=[0] * len(D), A_eq=[[1, 1, 1, 1, 0]], b_eq=[1],
                                  bounds=[(0, None)] * 4 + [(None, None)])
     assert fit.best_margin == pytest.approx(-lp1.fun, abs=1e-9)
@@ -160,7 +160,7 @@ def test_both_linear_programs_match_scipy(seed):
     A = ([[-d for d in row] + [0] * 4 for row in D] + [r + [-e for e in r] for r in eye]
          + [[-e for e in r] + [-e for e in r] for r in eye])
     b = [-fit.best_margin / 2] * len(D) + p + [-x for x in p]
-    lp2 = scipy_optimize.linprog([0] * 4 + [1] * 4, A_ub=A, b_ub=b, A_eq=[[1] * 4 + [0] * 4], b_eq=[1],
+    lp2 = scipy.optimize.linprog([0] * 4 + [1] * 4, A_ub=A, b_ub=b, A_eq=[[1] * 4 + [0] * 4], b_eq=[1],
                                  bounds=[(0, None)] * 8)
     got = sum(abs(fit.weights[e] - q) for e, q in zip(EVALS, p))
     assert got == pytest.approx(lp2.fun, abs=1e-9)
