@@ -128,6 +128,8 @@ class InstructionTokenizer:
 
 @dataclass
 class TinyGPTConfig:
+    """The sizes of a TinyGPT (the defaults make 0.86 M parameters)."""
+
     vocab_size: int = InstructionTokenizer.vocab_size
     d_model: int = 128  # width of the residual stream
     n_layer: int = 4  # transformer blocks
@@ -137,6 +139,8 @@ class TinyGPTConfig:
 
 
 class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention in which a position sees only itself and earlier positions."""
+
     def __init__(self, cfg):
         super().__init__()
         self.n_head = cfg.n_head
@@ -411,6 +415,8 @@ def load_fixtures():
 
 @dataclass
 class EvalResult:
+    """What every eval returns: its value, a record per example, and eval-specific extras."""
+
     name: str  # "perplexity", "exact_match", "token_f1" or "judge"
     value: float  # the metric in its natural unit
     per_example: list  # one dict per example, each with at least "score"
@@ -803,6 +809,8 @@ def _scored(records):
 
 @dataclass
 class FinalReport:
+    """The aggregate with everything behind it: weights as used, the results, and run metadata."""
+
     score: float  # the aggregate, in [0, 1]
     weights: dict  # renormalised over the evals present, as used
     results: list  # the EvalResults, in the order given
@@ -939,6 +947,8 @@ def mean_bits(bits):
 
 @dataclass
 class ReferenceLoss:
+    """A reference answer's per-token probabilities and surprise in bits under teacher forcing."""
+
     tokens: list  # each reference token as text (a byte here), e.g. "1", ":", "5"
     probs: list  # the model's probability of each correct token, given everything before it
     bits: list  # -log2 of each probability; inf where the probability is 0
@@ -1086,6 +1096,8 @@ def rubric_labels(answer, notice, reference):
 
 @dataclass(frozen=True)
 class Rubric:
+    """Binary criteria with weights, mandatory gates, and the score an answer needs to pass."""
+
     weights: dict  # criterion -> weight >= 0; the score is sum(weight * label) / sum(weights)
     gates: tuple = ()  # criteria that fail the answer when 0, whatever the points
     threshold: float = 0.75  # the weighted score an answer needs (with every gate met) to pass
@@ -1334,6 +1346,8 @@ def wilson_interval(k, n, z=Z95):
 
 @dataclass(frozen=True)
 class Rate:
+    """A success rate as numerator/denominator with its 95% Wilson score interval."""
+
     k: int  # successes
     n: int  # cases
     low: float  # 95% Wilson interval
@@ -2393,6 +2407,8 @@ def _nearest_with_margin(D, prior, margin):
 
 @dataclass
 class WeightFit:
+    """What fit_weights found: the weights, whether the order is realisable, and the margins."""
+
     weights: dict  # eval name -> weight >= 0, summing to 1: pass to aggregate(..., weights=)
     realisable: bool  # whether some weights order the models strictly as preferred
     best_margin: float  # the largest smallest margin any weights reach; <= 0: the order is impossible
@@ -2551,11 +2567,12 @@ def build_checkpoints(seed=SEED):
 
 
 def main(argv=None):
+    """`python evalcore.py [demo|checkpoint|record|serve-judge] ...`; returns the exit status."""
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
     parser.add_argument("command", nargs="?", default="demo",
                         choices=["demo", "checkpoint", "record", "serve-judge"],
-                        help="demo (default): train, evaluate, report; checkpoint: rebuild the "
-                             "shipped checkpoint; record: re-record data/recording_06.json; "
+                        help="demo (default): train, evaluate, report; checkpoint: rebuild both "
+                             "shipped checkpoints; record: re-record data/recording_06.json; "
                              "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--steps", type=int, default=None, help="training steps")

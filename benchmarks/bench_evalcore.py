@@ -6,6 +6,8 @@ Figures, not tests: timings move with the machine and its load, ratios much less
 """
 
 import argparse
+import json
+import math
 import resource
 import subprocess
 import sys
@@ -71,13 +73,24 @@ def bench_perplexity(model, tok, texts, batch_size=16):
           f"sorted is {t_input / t_bare:.2f}x faster")
 
 
+class NeverStops(ec.TinyGPT):
+    """The shipped weights with the special tokens masked out, so every prompt decodes every token."""
+
+    def forward(self, *args, **kwargs):
+        logits = super().forward(*args, **kwargs)
+        logits[..., ec.InstructionTokenizer.inst_id:] = -math.inf
+        return logits
+
+
 def bench_generate(tok, n_prompts=20, new_tokens=32):
-    torch.manual_seed(0)  # untrained: it rarely emits PAD, so every prompt decodes all new_tokens
-    model = ec.TinyGPT(tok.vocab_size).eval()
+    model = NeverStops(**json.loads(ec.CHECKPOINT_PATH.with_suffix(".json").read_text())["config"])
+    model.load_state_dict(ec.load_pretrained().state_dict())
+    model.eval()
     prompts = [q for q, _ in ec.load_fixtures()["em"]][:n_prompts]
     batched = ec.generate(model, tok, prompts, max_new_tokens=new_tokens)
     naive = [ec._generate_uncached(model, tok, p, new_tokens) for p in prompts]
     assert batched == naive, "batched KV-cache decoding disagrees with naive decoding"
+    assert all(len(tok.encode(a)) >= new_tokens for a in batched)  # no prompt stopped early
     t_batched = best_of(lambda: ec.generate(model, tok, prompts, max_new_tokens=new_tokens))
     t_cache_only = best_of(lambda: [ec.generate(model, tok, [p], max_new_tokens=new_tokens)
                                     for p in prompts])
