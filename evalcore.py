@@ -1455,7 +1455,7 @@ def record_06(path=RECORDING_06_PATH, max_new_tokens=RECORD_MAX_NEW_TOKENS):
 def load_recording(path=RECORDING_06_PATH):
     """The recording, after checking that it matches the shipped checkpoint and the notices file."""
     rec = json.loads(Path(path).read_text(encoding="utf-8"))
-    ckpt = json.loads(CHECKPOINT_PATH.with_suffix(".json").read_text(encoding="utf-8"))["sha256"]
+    ckpt = _sha256(CHECKPOINT_PATH)
     if rec["checkpoint"]["sha256"] != ckpt:
         raise ValueError(f"{path} was recorded with checkpoint {rec['checkpoint']['sha256'][:12]}, "
                          f"the shipped one is {ckpt[:12]}: run `python evalcore.py record`")
