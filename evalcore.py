@@ -342,12 +342,13 @@ def _generate_uncached(model, tok, instruction, max_new_tokens):
     return tok.decode(out)
 
 
-def _check_instructions(instructions):
-    if not isinstance(instructions, (list, tuple)) or not instructions:
-        raise ValueError(f"instructions must be a non-empty list of str, got {instructions!r}")
-    for i, s in enumerate(instructions):
-        if not isinstance(s, str):
-            raise ValueError(f"instructions[{i}] must be a str, got {s!r}")
+def _check_strings(name, values):
+    """ValueError naming the argument unless values is a non-empty list (or tuple) of str."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValueError(f"{name} must be a non-empty list of str, got {values!r}")
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            raise ValueError(f"{name}[{i}] must be a str, got {v!r}")
 
 
 @torch.no_grad()
@@ -356,7 +357,7 @@ def generate(model, tok, instructions, max_new_tokens=48):
 
     TinyGPT is decoded in one left-padded batch with a KV cache; any other callable model is
     decoded one prompt at a time without a cache. Batched and one-at-a-time calls agree."""
-    _check_instructions(instructions)
+    _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
     with _eval_mode(model):
         if not isinstance(model, TinyGPT):
@@ -442,14 +443,6 @@ def rolling_windows(n_tokens, max_len, stride):
     return windows
 
 
-def _check_texts(texts):
-    if not isinstance(texts, (list, tuple)) or not texts:
-        raise ValueError(f"texts must be a non-empty list of str, got {texts!r}")
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise ValueError(f"texts[{i}] must be a str, got {t!r}")
-
-
 @torch.no_grad()
 def token_losses(model, windows, batch_size, pad_id):
     """Per-window next-token NLLs (nats), batched over length-sorted windows, in input order.
@@ -482,7 +475,7 @@ def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
     """Corpus perplexity exp(total NLL / total scored tokens) over held-out texts, no BOS.
 
     max_len defaults to the model's own (model.config.max_len), else 256; stride to max_len // 2."""
-    _check_texts(texts)
+    _check_strings("texts", texts)
     model_len = getattr(getattr(model, "config", None), "max_len", None)
     max_len = (model_len or 256) if max_len is None else max_len
     _positive_int("max_len", max_len)
@@ -985,6 +978,7 @@ def reference_loss(model, tok, prompt, reference):
     model_len = getattr(getattr(model, "config", None), "max_len", None)
     if model_len is not None and len(ids) - 1 > model_len:
         raise ValueError(f"prompt + reference need {len(ids) - 1} positions, model max_len={model_len}")
+    # Not token_losses: near-certain tokens cost a few thousandths of a bit, which float32 blurs.
     x = torch.tensor([ids[:-1]], device=_device_of(model))
     with _eval_mode(model):
         logits = model(x)[0, -len(ref):]  # (len(ref), V): the positions that predict the reference
@@ -1511,7 +1505,7 @@ def multiple_choice_items(k=4, seed=SEED):
 def completion_logliks(model, tok, instructions, completions, batch_size=16):
     """(log-likelihood in nats, tokens scored) of each completion and its closing PAD after the
     prompt INST + instruction + RESP: teacher forcing, through token_losses."""
-    _check_instructions(instructions)
+    _check_strings("instructions", instructions)
     if not isinstance(completions, (list, tuple)) or len(completions) != len(instructions):
         raise ValueError(f"completions must be a list of {len(instructions)} str, got {completions!r}")
     _positive_int("batch_size", batch_size)

@@ -7,6 +7,7 @@ with 2 threads and 0.02 s with 1. Every comparison below is made inside one proc
 count changes no expected value.
 """
 
+import json
 import sys
 from pathlib import Path
 
@@ -52,3 +53,11 @@ def trained_model():
     wrong perplexity recipes give clearly different numbers."""
     return ec.train_tinygpt(steps=150, batch_size=16, progress=False,
                             d_model=32, n_layer=2, n_head=2, max_len=128)
+
+
+def strict_loads(text):
+    """json.loads that fails on NaN, Infinity and -Infinity, as strict JSON parsers do."""
+    def refuse(constant):
+        raise AssertionError(f"non-standard JSON constant {constant}")
+
+    return json.loads(text, parse_constant=refuse)

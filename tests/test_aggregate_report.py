@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import evalcore as ec
+from conftest import strict_loads
 from evalcore import EvalResult
 
 # ----------------------------------------------------------------------------------------------
@@ -162,13 +163,6 @@ def test_aggregate_rejects_bad_results():
 # ----------------------------------------------------------------------------------------------
 # FinalReport
 # ----------------------------------------------------------------------------------------------
-
-
-def strict_loads(text):
-    def refuse(constant):
-        raise AssertionError(f"non-standard JSON constant {constant}")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 def test_report_to_dict_keys_and_values():

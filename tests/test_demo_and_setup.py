@@ -10,6 +10,7 @@ from importlib import metadata
 import pytest
 
 import evalcore as ec
+from conftest import strict_loads
 
 # ----------------------------------------------------------------------------------------------
 # Fixtures
@@ -107,13 +108,6 @@ def demo_runs(root, tmp_path_factory):
     procs = [_demo(root, "--seed", "0", "--steps", DEMO_STEPS, "--out", str(d / "r.json"))
              for d in dirs]
     return [(d, *_finish(p)) for d, p in zip(dirs, procs)]
-
-
-def strict_loads(text):
-    def refuse(constant):
-        raise AssertionError(f"non-standard JSON constant {constant}")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 def test_demo_exits_0_and_writes_strict_json_with_stable_keys(demo_runs):
