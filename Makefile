@@ -27,7 +27,7 @@ lab: $(STAMP)  ## open the lessons in JupyterLab
 bench: $(STAMP)  ## performance figures, as ratios against baselines measured in the same run
 	$(BIN)/python benchmarks/bench_evalcore.py
 
-checkpoint: $(STAMP)  ## retrain both shipped checkpoints from the seed; re-record lesson 06's completions
+checkpoint: $(STAMP)  ## retrain every shipped checkpoint from the seed (about 6 min); re-record lesson 06's completions
 	$(BIN)/python evalcore.py checkpoint
 	$(BIN)/python evalcore.py record
 

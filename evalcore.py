@@ -3,7 +3,7 @@
 Read top to bottom, it follows the lessons:
   1. a byte tokenizer with INST/RESP/PAD specials and TinyGPT, a GPT-2-style decoder;
   2. seeded training, a shipped checkpoint, and batched greedy decoding with a KV cache;
-  3. the fixtures the lessons evaluate on;
+  3. the fixtures the lessons evaluate on, and bootstrap intervals and paired differences;
   4. perplexity (the next-token shift, padding kept out of the denominator, rolling windows);
   5. exact match and its normalisation (plus the official SQuAD normalisation);
   6. token F1 over a bag of tokens;
@@ -15,7 +15,8 @@ Read top to bottom, it follows the lessons:
  11. robustness under input perturbations;
  12. a real LLM judge over an OpenAI-compatible HTTP API, and judge bias checks;
  13. aggregate weights learned from a preference order;
- 14. the demo and the command line behind `python evalcore.py`.
+ 14. any Hugging Face causal LM behind the same interface, and the course's own BPE GPT-2;
+ 15. the demo and the command line behind `python evalcore.py`.
 
 Every eval takes any `model` with the call `model(ids) -> logits`, ids a LongTensor (B, T) and logits
 (B, T, vocab_size), and returns an `EvalResult`. Inputs are moved to the model's own device.
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parent
 FIXTURES_PATH = ROOT / "data" / "fixtures.json"
 CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt.pt"
 EARLY_CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt_early.pt"  # under-trained, for comparisons
+SHORT_CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt_short.pt"  # trained on short windows only
 SEED = 0
 
 
@@ -60,19 +62,43 @@ def _device_of(model):
 
 
 class _eval_mode:
-    """Run a torch module in eval mode (dropout off) and restore its mode afterwards."""
+    """Run a torch module in eval mode (dropout off) and restore every submodule's mode afterwards
+    (a wrapper in eval mode may hold a model someone put back in train mode)."""
 
     def __init__(self, model):
         self.module = model if isinstance(model, nn.Module) else None
 
     def __enter__(self):
-        self.was_training = self.module is not None and self.module.training
-        if self.was_training:
+        self.modes = [] if self.module is None else [(m, m.training) for m in self.module.modules()]
+        if self.module is not None:
             self.module.eval()
 
     def __exit__(self, *exc):
-        if self.was_training:
-            self.module.train()
+        for m, training in self.modes:
+            m.training = training
+
+
+def model_logits(model, ids):
+    """model(ids) checked: ids must lie in the model's vocabulary and the answer must be logits
+    (B, T, V) with V covering every id; anything else is a ValueError that says what to do."""
+    top = int(ids.max()) if ids.numel() else -1
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(vocab, int) and top >= vocab:
+        raise ValueError(f"token id {top} is outside the model's vocabulary of {vocab}: "
+                         "the tokenizer does not belong to this model")
+    out = model(ids)
+    if not isinstance(out, torch.Tensor):
+        hint = (" It has .logits, as a Hugging Face model's output has: wrap the model first, "
+                "model, tok = evalcore.wrap_hf(hf_model, hf_tokenizer)." if hasattr(out, "logits") else "")
+        raise ValueError(f"model(ids) must return a logits tensor (B, T, V), got "
+                         f"{type(out).__name__}.{hint}")
+    if out.dim() != 3 or out.shape[:2] != ids.shape:
+        raise ValueError(f"model(ids) returned shape {tuple(out.shape)} for ids of shape "
+                         f"{tuple(ids.shape)}: expected (B, T, V) = ({ids.shape[0]}, {ids.shape[1]}, V)")
+    if top >= out.shape[-1]:
+        raise ValueError(f"token id {top} is outside the model's vocabulary of {out.shape[-1]}: "
+                         "the tokenizer does not belong to this model")
+    return out
 
 
 def _exp(x):
@@ -96,12 +122,18 @@ class InstructionTokenizer:
     Convention: a prompt is INST + instruction bytes + RESP; the answer's bytes follow and the
     answer ends at the first PAD. PAD is also what batches are padded with, and a padded position
     is never scored. Plain texts (the perplexity fixture) are bytes with no specials at all.
+
+    The evals use only this interface: encode, decode, encode_prompt, encode_answer, decode_answer,
+    pad_id, stop_ids and bos_ids. HFTokenizer (lesson 11) gives a Hugging Face tokenizer the same.
     """
 
     inst_id = 256
     resp_id = 257
     pad_id = 258
     vocab_size = 259
+    stop_ids = frozenset({256, 257, 258})  # greedy decoding stops at any special
+    prompt_format = "inst_resp"  # written into the results of the evals that generate
+    bos_ids = ()  # nothing precedes a plain text: its first byte is context, never predicted
 
     def encode(self, text):
         """Text -> list of byte ids; decode(encode(s)) == s for any str."""
@@ -121,9 +153,17 @@ class InstructionTokenizer:
         """INST + instruction + RESP: what the model sees before it answers."""
         return [self.inst_id] + self.encode(instruction) + [self.resp_id]
 
+    def encode_answer(self, answer):
+        """The answer's bytes and the PAD that ends it: what follows the prompt."""
+        return self.encode(answer) + [self.pad_id]
+
+    def decode_answer(self, ids):
+        """Generated ids -> the answer text (the same as decode here)."""
+        return self.decode(ids)
+
     def encode_example(self, instruction, response):
         """A full training example: the prompt, the response, and the PAD that ends it."""
-        return self.encode_prompt(instruction) + self.encode(response) + [self.pad_id]
+        return self.encode_prompt(instruction) + self.encode_answer(response)
 
 
 @dataclass
@@ -223,9 +263,13 @@ class TinyGPT(nn.Module):
 # 2. Training, the shipped checkpoint, and greedy decoding
 # ---------------------------------------------------------------------------------------------
 
-CHECKPOINT_STEPS = 900  # what `make checkpoint` trains; the demo trains less by default
-EARLY_CHECKPOINT_STEPS = 150  # the under-trained checkpoint the lessons compare against
-TRAIN_DROPOUT = 0.2  # without it the model memorises the training questions byte for byte
+CHECKPOINT_STEPS = 600  # what `make checkpoint` trains; the demo trains less by default
+EARLY_CHECKPOINT_STEPS = 100  # the under-trained checkpoint the lessons compare against
+SHORT_CHECKPOINT_STEPS = 600  # the checkpoint trained only on windows of SHORT_TRAIN_LEN tokens
+SHORT_TRAIN_LEN = 64  # lesson 01: positions 64-255 of that model never saw a gradient
+CHECKPOINT_THREADS = 2  # results depend on the thread count: `make checkpoint` pins it
+TRAIN_DROPOUT = 0.1  # without dropout the model memorises the training questions byte for byte
+STREAM_PASSES = 8  # shuffled passes over the training sequences packed into the training stream
 
 
 # Each training question is also asked in these framings, so that the model keys on the question's
@@ -233,52 +277,112 @@ TRAIN_DROPOUT = 0.2  # without it the model memorises the training questions byt
 QUESTION_FRAMINGS = ("{q}", "Question: {q}", "Please answer this. {q}", "{bare}", "{lower}", "{bare}?")
 
 
-def training_sequences(tok):
-    """Token lists the model trains on: the fact statements as plain text, then the Q&A examples."""
+def training_groups(tok, after_statement=None):
+    """The training text as groups of token lists that stay together in the stream, so that what
+    came before helps: the fact statements by topic, each followed by after_statement (default: a
+    space, as between sentences of running text), and each Q&A pair's framings, each a prompt and
+    its closed answer."""
     train = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
-    seqs = [tok.encode(s) for s in train["statements"]]
+    after = tok.encode(" ") if after_statement is None else list(after_statement)
+    topics = [[tok.encode(s) + after for s in topic] for topic in topic_paragraphs(train["statements"])]
+    groups = list(topics)
     for q, a in train["qa"]:
-        framings = {f.format(q=q, bare=q.rstrip(".?!"), lower=q.lower()) for f in QUESTION_FRAMINGS}
-        seqs += [tok.encode_example(framed, a) for framed in sorted(framings)]
-    return seqs
+        groups.append([tok.encode_prompt(f) + tok.encode_answer(a) for f in question_framings(q)])
+    return groups
 
 
-def _training_batch(seqs, rows, pad_id):
-    """Right-padded inputs and targets; a target at a padded position is -100 (ignored)."""
-    width = max(len(seqs[r]) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    targets = torch.full((len(rows), width - 1), -100, dtype=torch.long)
-    for i, r in enumerate(rows):
-        seq = torch.tensor(seqs[r])
-        ids[i, :len(seq)] = seq
-        targets[i, :len(seq) - 1] = seq[1:]
-    return ids[:, :-1], targets  # (B, T), (B, T)
+def _content_words(sentence):
+    words = re.findall(r"[a-z]+", sentence.lower())
+    return {w.rstrip("s") for w in words if len(w) >= 4 and w not in _COMMON_WORDS}
 
 
-def train_tinygpt(steps=CHECKPOINT_STEPS, seed=SEED, batch_size=32, lr=3e-3, progress=True,
-                  dropout=TRAIN_DROPOUT, **config):
+_COMMON_WORDS = {"about", "every", "from", "have", "like", "live", "make", "many", "more", "most",
+                 "much", "once", "other", "than", "that", "their", "they", "this", "very", "when",
+                 "with", "your"}
+
+
+def topic_paragraphs(sentences):
+    """Consecutive sentences grouped while each shares a content word with the group so far."""
+    groups = []
+    for s in sentences:
+        if groups and _content_words(s) & set().union(*map(_content_words, groups[-1])):
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    return groups
+
+
+def question_framings(question):
+    """The question in each of QUESTION_FRAMINGS, without duplicates, in a fixed order."""
+    return sorted({f.format(q=question, bare=question.rstrip(".?!"), lower=question.lower())
+                   for f in QUESTION_FRAMINGS})
+
+
+def training_sequences(tok):
+    """Every token list the model trains on (training_groups, flattened)."""
+    return [seq for group in training_groups(tok) for seq in group]
+
+
+def packed_stream(groups, generator, passes=STREAM_PASSES):
+    """The groups in `passes` shuffled orders (each group's members shuffled too), joined into one
+    token stream, and the offset at which each sequence starts. Nothing is padded."""
+    stream, starts = [], []
+    for _ in range(passes):
+        for g in torch.randperm(len(groups), generator=generator).tolist():
+            for r in torch.randperm(len(groups[g]), generator=generator).tolist():
+                starts.append(len(stream))
+                stream += groups[g][r]
+    return torch.tensor(stream), torch.tensor(starts)
+
+
+def _packed_batch(stream, starts, batch_size, window, generator):
+    """batch_size windows of window + 1 tokens: half begin where a sequence begins (so a prompt at
+    position 0 is trained), half at a uniformly random offset. Returns inputs and targets (B, window)."""
+    starts = starts[starts <= len(stream) - window - 1]
+    aligned = starts[torch.randint(len(starts), (batch_size,), generator=generator)]
+    anywhere = torch.randint(len(stream) - window, (batch_size,), generator=generator)
+    use_aligned = torch.rand(batch_size, generator=generator) < 0.5
+    begin = torch.where(use_aligned, aligned, anywhere)  # (B,)
+    rows = stream[begin[:, None] + torch.arange(window + 1)]  # (B, window + 1)
+    return rows[:, :-1], rows[:, 1:]
+
+
+def train_tinygpt(steps=CHECKPOINT_STEPS, seed=SEED, batch_size=16, lr=3e-3, progress=True,
+                  dropout=TRAIN_DROPOUT, train_len=None, **config):
     """Train a fresh TinyGPT on the training text, seeded; returns it in eval mode.
 
-    The loss history is kept on `model.history` (one float per step)."""
-    from tqdm.auto import tqdm
-
+    Training windows are train_len tokens (default: the model's max_len, so every position the
+    model has is trained), cut from the packed stream. The loss history is on `model.history`."""
     _positive_int("steps", steps)
     _positive_int("batch_size", batch_size)
     tok = InstructionTokenizer()
-    seqs = training_sequences(tok)
     torch.manual_seed(seed)
     model = TinyGPT(tok.vocab_size, dropout=dropout, **config)
+    train_len = model.config.max_len if train_len is None else _positive_int("train_len", train_len)
+    if train_len > model.config.max_len:
+        raise ValueError(f"train_len={train_len} exceeds the model's max_len={model.config.max_len}")
+    generator = torch.Generator().manual_seed(seed)
+    stream, starts = packed_stream(training_groups(tok), generator)
+    model.history = train_on_stream(model, model, stream, starts, steps, batch_size, train_len, lr,
+                                    generator, "training TinyGPT", progress)
+    return model
+
+
+def train_on_stream(model, forward, stream, starts, steps, batch_size, window, lr, generator,
+                    desc="training", progress=True):
+    """AdamW with a one-cycle schedule on windows of the packed stream; forward(ids) -> logits.
+    Leaves the model in eval mode and returns the loss of every step."""
+    from tqdm.auto import tqdm
+
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    order = torch.Generator().manual_seed(seed)
+    sched = _one_cycle(opt, lr, steps)
     model.train()
     history = []
-    bar = tqdm(range(steps), desc="training TinyGPT", disable=not progress, leave=False)
+    bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
     for _ in bar:
-        rows = torch.randint(len(seqs), (batch_size,), generator=order).tolist()
-        ids, targets = _training_batch(seqs, rows, tok.pad_id)
-        logits = model(ids)  # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+        ids, targets = _packed_batch(stream, starts, batch_size, window, generator)
+        logits = forward(ids)  # (B, T, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -287,8 +391,14 @@ def train_tinygpt(steps=CHECKPOINT_STEPS, seed=SEED, batch_size=32, lr=3e-3, pro
         history.append(loss.item())
         bar.set_postfix(loss=f"{loss.item():.3f}")
     model.eval()
-    model.history = history
-    return model
+    return history
+
+
+def _one_cycle(opt, lr, steps):
+    """Warm up over the first 10% of steps, then anneal (cosine); any steps >= 1 works."""
+    if steps < 20:  # a warm-up under 2 steps: OneCycleLR divides by zero at 10
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
 
 
 def _sha256(path):
@@ -324,22 +434,23 @@ def load_pretrained(path=CHECKPOINT_PATH):
     return model.eval()
 
 
-def _stop_ids(tok):
-    return {tok.inst_id, tok.resp_id, tok.pad_id}
-
-
 @torch.no_grad()
 def _generate_uncached(model, tok, instruction, max_new_tokens):
     """Greedy decoding for one prompt that re-runs the full forward at every step (the baseline)."""
     ids = torch.tensor([tok.encode_prompt(instruction)], device=_device_of(model))
     out = []
     for _ in range(max_new_tokens):
-        nxt = int(model(ids)[0, -1].argmax())
-        if nxt in _stop_ids(tok):
+        nxt = int(model_logits(model, ids)[0, -1].argmax())
+        if nxt in tok.stop_ids:
             break
         out.append(nxt)
         ids = torch.cat([ids, ids.new_tensor([[nxt]])], dim=1)
-    return tok.decode(out)
+    return tok.decode_answer(out)
+
+
+def _check_str(name, value):
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a str, got {type(value).__name__}: {value!r}")
 
 
 def _check_strings(name, values):
@@ -385,7 +496,7 @@ def _generate_batched(model, tok, instructions, max_new_tokens):
     mask = ((causal & valid[:, None, :]) | eye)[:, None]  # (B, 1, L, L)
     cache = [{} for _ in model.blocks]
     logits = model(ids, positions, mask, cache)[:, -1]  # (B, V)
-    stops = torch.tensor(sorted(_stop_ids(tok)), device=device)
+    stops = torch.tensor(sorted(tok.stop_ids), device=device)
     out, done = [], torch.zeros(B, dtype=torch.bool, device=device)
     for _ in range(max_new_tokens):
         nxt = logits.argmax(-1)  # (B,)
@@ -401,7 +512,7 @@ def _generate_batched(model, tok, instructions, max_new_tokens):
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. Fixtures and results
+# 3. Fixtures, results, and their uncertainty
 # ---------------------------------------------------------------------------------------------
 
 def load_fixtures():
@@ -422,6 +533,118 @@ class EvalResult:
     value: float  # the metric in its natural unit
     per_example: list  # one dict per example, each with at least "score"
     extras: dict = field(default_factory=dict)  # eval-specific details
+
+
+# Uncertainty: every number with its interval --------------------------------------------------
+
+def _group_index(groups, n):
+    """Each example's group as 0..G-1 (in order of first appearance), and G."""
+    if not isinstance(groups, (list, tuple)) or len(groups) != n:
+        raise ValueError(f"groups must be a list of {n} labels, one per score, got {groups!r}")
+    labels = {}
+    return [labels.setdefault(g, len(labels)) for g in groups], len(labels)
+
+
+def bootstrap_weights(n, groups=None, n_resamples=2000, seed=SEED):
+    """(n_resamples, n) draw counts: how often each example is drawn in each resample. With
+    groups, whole groups are drawn (a cluster bootstrap) and each example counts its group's draws."""
+    index, n_units = (list(range(n)), n) if groups is None else _group_index(groups, n)
+    generator = torch.Generator().manual_seed(seed)
+    drawn = torch.randint(n_units, (n_resamples, n_units), generator=generator)  # (R, G)
+    counts = torch.zeros(n_resamples, n_units, dtype=torch.float64)
+    counts.scatter_add_(1, drawn, torch.ones_like(counts))  # (R, G)
+    return counts[:, index]  # (R, n)
+
+
+def weighted_mean(values, weights):
+    """The mean of values (n,) under each row of draw counts weights (R, n): (R,)."""
+    return (weights * values).sum(-1) / weights.sum(-1)
+
+
+def bootstrap_ci(scores, *, groups=None, statistic=None, n_resamples=2000, confidence=0.95,
+                 seed=SEED):
+    """Percentile bootstrap interval (low, high) of statistic over examples, or over whole groups
+    when groups is given; None when there are fewer than 2 examples (or groups).
+
+    statistic(values, weights) -> (R,) sees every resample at once: values (n,) or (n, k) as given,
+    weights (R, n) draw counts. The default is weighted_mean."""
+    values = torch.tensor(_floats("scores", scores) if _is_flat(scores) else scores,
+                          dtype=torch.float64)
+    if values.dim() == 0 or not values.isfinite().all():
+        raise ValueError(f"scores must be finite numbers, one per example, got {scores!r}")
+    _positive_int("n_resamples", n_resamples)
+    if not isinstance(confidence, float) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be a float in (0, 1), got {confidence!r}")
+    n = values.shape[0]
+    n_units = n if groups is None else _group_index(groups, n)[1]
+    if n_units < 2:
+        return None
+    weights = bootstrap_weights(n, groups, n_resamples, seed)
+    stats = (statistic or weighted_mean)(values, weights)  # (R,)
+    tail = (1 - confidence) / 2
+    low, high = torch.quantile(stats, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
+    return low, high
+
+
+def _is_flat(scores):
+    return isinstance(scores, (list, tuple)) and all(not isinstance(s, (list, tuple)) for s in scores)
+
+
+def mcnemar_exact(broke, rescued):
+    """Exact two-sided McNemar p-value: under no effect each discordant pair is broke or rescued
+    with probability 1/2, so p = P(a Binomial(broke + rescued, 1/2) is as far from even)."""
+    for name, k in (("broke", broke), ("rescued", rescued)):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {k!r}")
+    n, low = broke + rescued, min(broke, rescued)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(low + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def _example_key(record):
+    """What identifies an example across two results: its instruction, text or question."""
+    for key in ("instruction", "text", "question"):
+        if key in record:
+            return key, record[key]
+    return "index", record.get("index")
+
+
+def paired_difference(result_a, result_b, *, n_resamples=2000, seed=SEED):
+    """What changing a into b does, on the same examples: diff = b - a with its paired bootstrap
+    ci95 and n; for 0/1 scores also broke (right in a, wrong in b), rescued and McNemar's exact p.
+    Examples either result left unscored are dropped from both, and counted in "dropped"."""
+    if result_a.name != result_b.name:
+        raise ValueError(f"results of different evals: {result_a.name!r} and {result_b.name!r}")
+    keys_a, keys_b = map(lambda r: [_example_key(x) for x in r.per_example], (result_a, result_b))
+    if keys_a != keys_b:
+        raise ValueError("the two results are not on the same examples in the same order")
+    pairs = [(a, b) for a, b in zip(result_a.per_example, result_b.per_example)
+             if a["score"] is not None and b["score"] is not None]
+    if result_a.name == "perplexity":
+        values = torch.tensor([[a["nll"], a["n_tokens"], b["nll"], b["n_tokens"]] for a, b in pairs],
+                              dtype=torch.float64)
+        statistic = _perplexity_difference
+        diff = float(statistic(values, torch.ones(1, len(pairs), dtype=torch.float64)))
+    else:
+        values = torch.tensor([b["score"] - a["score"] for a, b in pairs], dtype=torch.float64)
+        statistic, diff = weighted_mean, float(values.mean())
+    out = {"diff": diff, "ci95": bootstrap_ci(values.tolist(), statistic=statistic,
+                                              n_resamples=n_resamples, seed=seed),
+           "n": len(pairs), "dropped": len(result_a.per_example) - len(pairs)}
+    if all(x["score"] in (0, 1) for a, b in pairs for x in (a, b)):
+        out["broke"] = sum(a["score"] == 1 and b["score"] == 0 for a, b in pairs)
+        out["rescued"] = sum(a["score"] == 0 and b["score"] == 1 for a, b in pairs)
+        out["p_mcnemar"] = mcnemar_exact(out["broke"], out["rescued"])
+    return out
+
+
+def _perplexity_difference(values, weights):
+    """Corpus perplexity of b minus that of a, each a ratio of sums: columns nll_a, n_a, nll_b, n_b."""
+    ppl = [torch.exp((weights * values[:, i]).sum(-1) / (weights * values[:, i + 1]).sum(-1))
+           for i in (0, 2)]
+    return ppl[1] - ppl[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,30 +674,38 @@ def token_losses(model, windows, batch_size, pad_id):
     device = _device_of(model)
     order = sorted(range(len(windows)), key=lambda w: -len(windows[w][0]))
     losses = [None] * len(windows)
-    for start in range(0, len(order), batch_size):
-        rows = order[start:start + batch_size]
-        width = len(windows[rows[0]][0])
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, :len(windows[r][0])] = torch.tensor(windows[r][0])
-        ids = ids.to(device)
-        with _eval_mode(model):
-            logits = model(ids[:, :-1])  # (B, T-1, V): position i predicts token i+1
-        targets = ids[:, 1:].to(logits.device)  # a plain function may answer on another device
-        nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T-1)
-        nll = nll.cpu().double()
-        if nll.isnan().any():
-            raise ValueError("the model's logits hold NaN: no loss can be computed")
-        for i, r in enumerate(rows):
-            tokens, first = windows[r]
-            losses[r] = nll[i, first - 1:len(tokens) - 1]  # pads beyond the text never enter
+    with _eval_mode(model):
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            nll = _batch_nll(model, [windows[r][0] for r in rows], pad_id, device)  # (B, T-1)
+            for i, r in enumerate(rows):
+                tokens, first = windows[r]
+                losses[r] = nll[i, first - 1:len(tokens) - 1]  # pads beyond the text never enter
     return losses
 
 
-def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
-    """Corpus perplexity exp(total NLL / total scored tokens) over held-out texts, no BOS.
+def _batch_nll(model, token_lists, pad_id, device):
+    """Next-token NLLs (B, T-1) of right-padded token lists, longest first, in float64 on the CPU."""
+    ids = torch.full((len(token_lists), len(token_lists[0])), pad_id, dtype=torch.long)
+    for i, tokens in enumerate(token_lists):
+        ids[i, :len(tokens)] = torch.tensor(tokens)
+    ids = ids.to(device)
+    logits = model_logits(model, ids[:, :-1])  # (B, T-1, V): position i predicts token i+1
+    targets = ids[:, 1:].to(logits.device)  # a plain function may answer on another device
+    nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T-1)
+    nll = nll.cpu().double()
+    if nll.isnan().any():
+        raise ValueError("the model's logits hold NaN: no loss can be computed")
+    return nll
 
-    max_len defaults to the model's own (model.config.max_len), else 256; stride to max_len // 2."""
+
+def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
+    """Corpus perplexity exp(total NLL / total scored tokens) over held-out texts.
+
+    Each text is tok.bos_ids + tok.encode(text): with no BOS (TinyGPT) the first token is context
+    and never predicted. max_len defaults to the model's own (model.config.max_len), else 256;
+    stride to max_len // 2. extras["bits_per_byte"] is the total NLL in bits over the total UTF-8
+    bytes of the scored texts, every byte counted as lm-evaluation-harness counts them."""
     _check_strings("texts", texts)
     model_len = getattr(getattr(model, "config", None), "max_len", None)
     max_len = (model_len or 256) if max_len is None else max_len
@@ -486,7 +717,7 @@ def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
         raise ValueError(f"stride={stride} must not exceed max_len={max_len}")
     if model_len is not None and max_len > model_len:
         raise ValueError(f"max_len={max_len} exceeds the model's max_len={model_len}")
-    encoded = [tok.encode(t) for t in texts]
+    encoded = [list(getattr(tok, "bos_ids", ())) + tok.encode(t) for t in texts]
     spans, windows = [], []  # spans[i]: text i's (begin, end, first_scored) windows
     for ids in encoded:
         spans.append(rolling_windows(len(ids), max_len, stride) if len(ids) >= 2 else [])
@@ -495,14 +726,15 @@ def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
     records, all_losses = [], []
     for i, ids in enumerate(encoded):
         if not spans[i]:
-            records.append({"index": i, "text": texts[i], "score": None, "n_tokens": 0, "nll": None,
+            records.append({"index": i, "text": texts[i], "score": None, "n_tokens": 0,
+                            "n_bytes": len(texts[i].encode("utf-8")), "nll": None,
                             "note": f"{len(ids)} token(s): nothing to predict"})
             continue
         text_losses = torch.cat([next(losses) for _ in spans[i]])
         nll = float(text_losses.sum())
         records.append({"index": i, "text": texts[i], "score": _exp(nll / len(text_losses)),
-                        "n_tokens": len(text_losses), "nll": nll,
-                        "token_nll": text_losses.tolist()})
+                        "n_tokens": len(text_losses), "n_bytes": len(texts[i].encode("utf-8")),
+                        "nll": nll, "token_nll": text_losses.tolist()})
         all_losses.append(text_losses)
     if not all_losses:
         raise ValueError("texts holds no text of 2 or more tokens: nothing to score")
@@ -512,13 +744,39 @@ def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
     finite = flat[flat.isfinite()]  # a target given probability 0 costs infinity: counted apart
     top = max(1.0, math.ceil(float(finite.max()))) if len(finite) else 1.0
     counts, edges = torch.histogram(finite, bins=20, range=(0.0, top))
+    total_bytes = sum(r["n_bytes"] for r in records if r["score"] is not None)
     extras = {"total_tokens": total_tokens, "total_nll": total_nll, "mean_nll": mean_nll,
-              "bits_per_token": mean_nll / math.log(2), "max_len": max_len, "stride": stride,
+              "bits_per_token": mean_nll / math.log(2), "total_bytes": total_bytes,
+              "bits_per_byte": total_nll / math.log(2) / total_bytes,
+              "bos": bool(getattr(tok, "bos_ids", ())), "max_len": max_len, "stride": stride,
               "histogram": {"edges": edges.tolist(), "counts": [int(c) for c in counts],
                             "infinite": len(flat) - len(finite)},
               "windows": [{"text": i, "begin": b, "end": e, "first_scored": f}
                           for i, s in enumerate(spans) for b, e, f in s]}
     return EvalResult("perplexity", _exp(mean_nll), records, extras)
+
+
+@torch.no_grad()
+def nll_by_position(model, tok, texts, window=None, step=4, batch_size=16):
+    """Mean next-token NLL (nats) at each position 0..window-1 of a window, over windows that start
+    every `step` tokens of the texts joined by spaces: what the model learned at each position."""
+    _check_strings("texts", texts)
+    window = getattr(getattr(model, "config", None), "max_len", 256) if window is None else window
+    _positive_int("window", window)
+    _positive_int("step", step)
+    stream = tok.encode(" ".join(texts))
+    if len(stream) < window + 1:
+        raise ValueError(f"texts hold {len(stream)} tokens, fewer than window + 1 = {window + 1}")
+    rows = torch.stack([torch.tensor(stream[b:b + window + 1])
+                        for b in range(0, len(stream) - window, step)])  # (N, window + 1)
+    total = torch.zeros(window, dtype=torch.float64)
+    with _eval_mode(model):
+        for chunk in rows.split(batch_size):
+            logits = model_logits(model, chunk[:, :-1].to(_device_of(model)))  # (B, window, V)
+            nll = F.cross_entropy(logits.float().transpose(1, 2), chunk[:, 1:].to(logits.device),
+                                  reduction="none")  # (B, window)
+            total += nll.double().sum(0).cpu()
+    return (total / len(rows)).tolist()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -569,6 +827,11 @@ def _answer(model, tok, pairs, max_new_tokens):
     return generate(model, tok, [q for q, _ in pairs], max_new_tokens=max_new_tokens)
 
 
+def _prompt_format(tok):
+    """How the prompts were built ("inst_resp", "plain", "chat_template"): part of the result."""
+    return getattr(tok, "prompt_format", type(tok).__name__)
+
+
 def _normalised_reference(reference, normalise):
     return normalise(reference) if isinstance(reference, str) else [normalise(r) for r in reference]
 
@@ -580,7 +843,8 @@ def exact_match_eval(model, tok, pairs, max_new_tokens=48):
         records.append({"instruction": q, "prediction": pred, "reference": ref,
                         "score": exact_match(pred, ref), "prediction_normalised": normalise_em(pred),
                         "reference_normalised": _normalised_reference(ref, normalise_em)})
-    return EvalResult("exact_match", _mean(r["score"] for r in records), records)
+    return EvalResult("exact_match", _mean(r["score"] for r in records), records,
+                      {"prompt_format": _prompt_format(tok)})
 
 
 def _mean(values):
@@ -642,7 +906,8 @@ def token_f1_eval(model, tok, pairs, max_new_tokens=48):
                         "score": _f1_from_counts(*counts), "precision": precision, "recall": recall,
                         "prediction_normalised": normalise_f1(pred),
                         "reference_normalised": _normalised_reference(ref, normalise_f1)})
-    return EvalResult("token_f1", _mean(r["score"] for r in records), records)
+    return EvalResult("token_f1", _mean(r["score"] for r in records), records,
+                      {"prompt_format": _prompt_format(tok)})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -706,7 +971,8 @@ def judge_eval(model, tok, pairs, judge_fn=None, max_new_tokens=48):
     if not scored:
         raise ValueError(f"judge_fn scored none of the {len(records)} examples; first reason: "
                          f"{unscored[0]['reason']}")
-    extras = {"scored": len(scored), "total": len(records), "unscored": unscored}
+    extras = {"scored": len(scored), "total": len(records), "unscored": unscored,
+              "prompt_format": _prompt_format(tok)}
     return EvalResult("judge", _mean(r["score"] for r in scored), records, extras)
 
 
@@ -981,7 +1247,7 @@ def reference_loss(model, tok, prompt, reference):
     # Not token_losses: near-certain tokens cost a few thousandths of a bit, which float32 blurs.
     x = torch.tensor([ids[:-1]], device=_device_of(model))
     with _eval_mode(model):
-        logits = model(x)[0, -len(ref):]  # (len(ref), V): the positions that predict the reference
+        logits = model_logits(model, x)[0, -len(ref):]  # (len(ref), V): they predict the reference
     logp = torch.log_softmax(logits.double(), dim=-1).cpu()[torch.arange(len(ref)), torch.tensor(ref)]
     if logp.isnan().any():
         raise ValueError("the model's logits hold NaN: no loss can be computed")
@@ -1503,8 +1769,8 @@ def multiple_choice_items(k=4, seed=SEED):
 
 
 def completion_logliks(model, tok, instructions, completions, batch_size=16):
-    """(log-likelihood in nats, tokens scored) of each completion and its closing PAD after the
-    prompt INST + instruction + RESP: teacher forcing, through token_losses."""
+    """(log-likelihood in nats, tokens scored) of each completion and the token that closes it
+    (TinyGPT's PAD) after the instruction's prompt: teacher forcing, through token_losses."""
     _check_strings("instructions", instructions)
     if not isinstance(completions, (list, tuple)) or len(completions) != len(instructions):
         raise ValueError(f"completions must be a list of {len(instructions)} str, got {completions!r}")
@@ -1512,7 +1778,7 @@ def completion_logliks(model, tok, instructions, completions, batch_size=16):
     windows = []
     for q, c in zip(instructions, completions):
         prompt = tok.encode_prompt(q)
-        windows.append((prompt + tok.encode(c) + [tok.pad_id], len(prompt)))
+        windows.append((prompt + tok.encode_answer(c), len(prompt)))
     losses = token_losses(model, windows, batch_size, tok.pad_id)
     return [(-float(nll.sum()), len(nll)) for nll in losses]
 
@@ -2476,10 +2742,256 @@ def leave_one_model_out(results_by_model, preference, **fit_kwargs):
 
 
 # ---------------------------------------------------------------------------------------------
-# 14. The demo: train briefly, run every eval, report
+# 14. A real Hugging Face model (lesson 11)
+# ---------------------------------------------------------------------------------------------
+# Any causal LM from the transformers library, behind the same two interfaces the evals use:
+# wrap_hf(hf_model, hf_tokenizer) -> (model, tok). The course ships its own small GPT-2 and BPE
+# tokenizer, trained by `make checkpoint`, because nothing can be downloaded here; at home the
+# same load_hf call takes a hub name such as "gpt2" or "HuggingFaceTB/SmolLM2-135M".
+
+HF_CHECKPOINT_DIR = ROOT / "checkpoints" / "tinygpt2-bpe"
+HF_MANIFEST = "evalcore_manifest.json"  # SHA-256 of every file in the folder, checked at load
+HF_VOCAB_SIZE = 512  # BPE vocabulary: 256 byte symbols, one special, the rest merges
+HF_STEPS = 300
+PLAIN_PROMPT = "Question: {instruction}\nAnswer:"  # for a tokenizer without a chat template
+PLAIN_ANSWER_PREFIX = " "  # the answer follows "Answer:" after one space
+
+
+@dataclass
+class HFModelInfo:
+    """What the evals read from a wrapped model's `config`."""
+
+    max_len: int  # the model's context: the evals' default max_len
+    vocab_size: int  # rows of the input embedding; a larger token id is a ValueError
+    name: str  # the hub name or folder it came from, for reports
+
+
+def _hf_context(config):
+    for key in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(f"cannot tell the context length of a {type(config).__name__}: "
+                     "none of max_position_embeddings, n_positions, n_ctx, seq_length is set")
+
+
+class HFCausalLM(nn.Module):
+    """A Hugging Face causal LM as evalcore's model: model(ids) -> logits (B, T, V), eval mode,
+    inputs moved to the model's device, its context length in config.max_len."""
+
+    def __init__(self, hf_model, name=None):
+        super().__init__()
+        self.hf = hf_model
+        self.config = HFModelInfo(_hf_context(hf_model.config),
+                                  hf_model.get_input_embeddings().num_embeddings,
+                                  name or getattr(hf_model, "name_or_path", "") or type(hf_model).__name__)
+        self.eval()
+
+    def forward(self, ids):
+        ids = ids.to(_device_of(self))
+        # All ones is right: evalcore pads on the right, and a causal model never looks ahead.
+        return self.hf(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+
+
+class HFTokenizer:
+    """A Hugging Face tokenizer behind evalcore's tokenizer interface (see InstructionTokenizer).
+
+    Prompts use the tokenizer's chat template when it has one, else PLAIN_PROMPT; `prompt_format`
+    says which. add_bos=True puts the BOS token (the EOS token where there is none, as GPT-2 and
+    lm-evaluation-harness do) before every plain text and plain prompt, so the first real token is
+    predicted and scored too. A tokenizer without a pad token pads with EOS: padded positions are
+    never scored, so any id would do."""
+
+    def __init__(self, hf_tokenizer, add_bos=False, stop_ids=()):
+        eos = hf_tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError("the tokenizer has no eos_token: nothing marks where an answer ends")
+        self.hf = hf_tokenizer
+        self.add_bos = bool(add_bos)
+        bos = hf_tokenizer.bos_token_id if hf_tokenizer.bos_token_id is not None else eos
+        self.bos_ids = (bos,) if self.add_bos else ()
+        self.eos_id = eos
+        self.pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else eos
+        self.stop_ids = frozenset({eos, *stop_ids})
+        self.vocab_size = len(hf_tokenizer)
+        self.prompt_format = "chat_template" if getattr(hf_tokenizer, "chat_template", None) else "plain"
+
+    def encode(self, text):
+        """Text -> ids, no special tokens added."""
+        _check_str("text", text)
+        return self.hf.encode(text, add_special_tokens=False)
+
+    def decode(self, ids):
+        """Ids -> text, special tokens dropped."""
+        return self.hf.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def encode_prompt(self, instruction):
+        """The instruction as the model expects a question: chat template, else PLAIN_PROMPT."""
+        _check_str("instruction", instruction)
+        if self.prompt_format == "chat_template":
+            text = self.hf.apply_chat_template([{"role": "user", "content": instruction}],
+                                               tokenize=False, add_generation_prompt=True)
+            return self.encode(text)  # the template writes its own BOS, if the model has one
+        return list(self.bos_ids) + self.encode(PLAIN_PROMPT.format(instruction=instruction))
+
+    def _prefix(self):
+        return PLAIN_ANSWER_PREFIX if self.prompt_format == "plain" else ""
+
+    def encode_answer(self, answer):
+        """The answer's ids as they follow the prompt, and the EOS that ends it."""
+        _check_str("answer", answer)
+        return self.encode(self._prefix() + answer) + [self.eos_id]
+
+    def decode_answer(self, ids):
+        """Generated ids -> the answer text, without the space that follows "Answer:"."""
+        text = self.decode(ids)
+        return text[len(self._prefix()):] if text.startswith(self._prefix()) else text
+
+
+def wrap_hf(hf_model, hf_tokenizer, add_bos=False):
+    """(model, tok) for evalcore from a loaded Hugging Face causal LM and its tokenizer."""
+    if not (hasattr(hf_model, "get_input_embeddings") and hasattr(hf_model, "config")):
+        raise ValueError(f"hf_model must be a transformers causal LM, got {type(hf_model).__name__}")
+    model = HFCausalLM(hf_model)
+    extra = getattr(getattr(hf_model, "generation_config", None), "eos_token_id", None)
+    extra = [] if extra is None else [extra] if isinstance(extra, int) else list(extra)
+    tok = HFTokenizer(hf_tokenizer, add_bos=add_bos, stop_ids=extra)
+    if tok.vocab_size > model.config.vocab_size:
+        raise ValueError(f"the tokenizer has {tok.vocab_size} tokens but the model's embedding only "
+                         f"{model.config.vocab_size} rows: they do not belong together")
+    return model, tok
+
+
+def load_hf(name_or_path, device=None, dtype=None, add_bos=False):
+    """(model, tok) from a hub name or a local folder, as wrap_hf gives them. A folder with an
+    evalcore manifest (the course's own model) has every file's SHA-256 checked first."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    folder = Path(name_or_path)
+    if (folder / HF_MANIFEST).is_file():
+        check_hf_folder(folder)
+    was_shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar per load would clutter every notebook's output
+    try:
+        hf_model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+    finally:
+        if was_shown:
+            hf_logging.enable_progress_bar()
+    hf_tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    if device is not None:
+        hf_model = hf_model.to(device)
+    model, tok = wrap_hf(hf_model, hf_tokenizer, add_bos=add_bos)
+    model.config.name = _short_name(name_or_path)
+    return model, tok
+
+
+def _short_name(name_or_path):
+    """A hub name as given; a folder inside the course relative to it (no machine paths in reports)."""
+    folder = Path(name_or_path).resolve()
+    if folder.is_dir() and folder.is_relative_to(ROOT):
+        return folder.relative_to(ROOT).as_posix()
+    return str(name_or_path)
+
+
+def check_hf_folder(folder):
+    """ValueError unless every file the manifest lists has the SHA-256 it records."""
+    folder = Path(folder)
+    manifest = json.loads((folder / HF_MANIFEST).read_text(encoding="utf-8"))
+    for name, expected in manifest["sha256"].items():
+        path = folder / name
+        actual = _sha256(path) if path.is_file() else "missing"
+        if actual != expected:
+            raise ValueError(f"{path} has SHA-256 {actual}, the manifest says {expected}: the "
+                             "folder is damaged (or holds Git LFS pointers); run `make checkpoint`")
+    return manifest
+
+
+def choice_accuracy(items, logliks):
+    """Multiple-choice accuracy two ways: acc picks the choice of highest log-likelihood, acc_norm
+    the highest log-likelihood per character of the choice, as lm-evaluation-harness defines it
+    (lm_eval/api/task.py: completion_len = len(choice)). Ties go to the first choice."""
+    _check_items(items)
+    if not isinstance(logliks, (list, tuple)) or len(logliks) != len(items):
+        raise ValueError(f"logliks must hold one list per item ({len(items)}), got {logliks!r}")
+    records = []
+    for i, (it, lls) in enumerate(zip(items, logliks)):
+        lls = _floats(f"logliks[{i}]", lls)
+        if len(lls) != len(it["choices"]) or not all(map(math.isfinite, lls)):
+            raise ValueError(f"logliks[{i}] must hold {len(it['choices'])} finite numbers, got {lls!r}")
+        if not all(it["choices"]):
+            raise ValueError(f"items[{i}] has an empty choice: it has no length to divide by")
+        per_char = [ll / len(c) for ll, c in zip(lls, it["choices"])]
+        pred, pred_norm = lls.index(max(lls)), per_char.index(max(per_char))
+        records.append({"question": it["question"], "gold": it["gold"], "pred": pred,
+                        "pred_norm": pred_norm, "score": float(pred == it["gold"]),
+                        "score_norm": float(pred_norm == it["gold"])})
+    acc_norm = _mean([r["score_norm"] for r in records])
+    disagree = sum(r["pred"] != r["pred_norm"] for r in records)
+    return EvalResult("multiple_choice", _mean([r["score"] for r in records]), records,
+                      {"acc_norm": acc_norm, "n_items": len(records), "disagreements": disagree})
+
+
+# The course's own Hugging Face model: a BPE tokenizer and a small GPT-2, trained on the same text ---
+
+def train_bpe_tokenizer(texts, vocab_size=HF_VOCAB_SIZE):
+    """A byte-level BPE tokenizer (GPT-2's scheme) trained on texts, as a transformers tokenizer
+    whose one special token <|endoftext|> is BOS, EOS and PAD."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>",
+                                   eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+
+
+def train_hf_model(steps=HF_STEPS, seed=SEED, batch_size=16, lr=3e-3, progress=True):
+    """(hf_model, hf_tokenizer): the BPE tokenizer, then a GPT-2 of TinyGPT's size trained at its
+    full context on the same text, with the same dropout and schedule."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    train = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
+    texts = train["statements"] + [PLAIN_PROMPT.format(instruction=q) + " " + a for q, a in train["qa"]]
+    hf_tok = train_bpe_tokenizer(texts)
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=len(hf_tok), n_positions=256, n_embd=128, n_layer=4, n_head=4,
+                     resid_pdrop=TRAIN_DROPOUT, embd_pdrop=TRAIN_DROPOUT, attn_pdrop=0.0,
+                     bos_token_id=hf_tok.eos_token_id, eos_token_id=hf_tok.eos_token_id,
+                     pad_token_id=hf_tok.eos_token_id)
+    hf_model = GPT2LMHeadModel(cfg)
+    _, tok = wrap_hf(hf_model, hf_tok)
+    generator = torch.Generator().manual_seed(seed)
+    stream, starts = packed_stream(training_groups(tok, after_statement=[tok.eos_id]), generator)
+    forward = lambda ids: hf_model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits  # noqa: E731
+    hf_model.history = train_on_stream(hf_model, forward,
+                                       stream, starts, steps, batch_size, cfg.n_positions, lr,
+                                       generator, "training the BPE GPT-2", progress)
+    return hf_model, hf_tok
+
+
+def save_hf(hf_model, hf_tokenizer, folder=HF_CHECKPOINT_DIR, **info):
+    """save_pretrained for both, then a manifest with every file's SHA-256 and `info`."""
+    folder = Path(folder)
+    hf_model.save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != HF_MANIFEST)
+    manifest = {"sha256": {name: _sha256(folder / name) for name in files},
+                "num_params": hf_model.num_parameters(), **info}
+    (folder / HF_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+# ---------------------------------------------------------------------------------------------
+# 15. The demo: train briefly, run every eval, report
 # ---------------------------------------------------------------------------------------------
 
-DEMO_STEPS = 450  # half the checkpoint's training, so the demo stays near a minute on 2 cores
+DEMO_STEPS = 300  # half the checkpoint's training: about 90 s on 2 cores
 
 
 def plot_report(report, path=None):
@@ -2543,21 +3055,41 @@ def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=Tr
     return report
 
 
-def build_checkpoint(seed=SEED, steps=CHECKPOINT_STEPS, path=CHECKPOINT_PATH):
-    """Retrain a shipped checkpoint from the seed and write it with its manifest."""
+def build_checkpoint(seed=SEED, steps=CHECKPOINT_STEPS, path=CHECKPOINT_PATH, train_len=None):
+    """Retrain a shipped TinyGPT checkpoint from the seed and write it with its manifest."""
     t0 = time.perf_counter()
-    model = train_tinygpt(steps=steps, seed=seed)
+    model = train_tinygpt(steps=steps, seed=seed, train_len=train_len)
     manifest = save_checkpoint(model, path, seed=seed, steps=steps,
+                               train_len=train_len or model.config.max_len,
                                final_loss=round(sum(model.history[-20:]) / 20, 4),
-                               train_s=round(time.perf_counter() - t0, 1), versions=_versions())
+                               train_s=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(),
+                               versions=_versions())
+    print(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def build_hf_checkpoint(seed=SEED, steps=HF_STEPS, folder=HF_CHECKPOINT_DIR):
+    """Retrain the course's BPE GPT-2 from the seed and save it with save_pretrained."""
+    import transformers
+
+    t0 = time.perf_counter()
+    hf_model, hf_tok = train_hf_model(steps=steps, seed=seed)
+    manifest = save_hf(hf_model, hf_tok, folder, seed=seed, steps=steps,
+                       final_loss=round(sum(hf_model.history[-20:]) / 20, 4),
+                       train_s=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(),
+                       versions={**_versions(), "transformers": transformers.__version__})
     print(json.dumps(manifest, indent=2))
     return manifest
 
 
 def build_checkpoints(seed=SEED):
-    """Retrain both shipped checkpoints, the main one and the under-trained one (`make checkpoint`)."""
+    """Retrain every shipped checkpoint (`make checkpoint`): the main TinyGPT, the under-trained
+    one, the one trained only on short windows, and the BPE GPT-2; on CHECKPOINT_THREADS threads."""
+    torch.set_num_threads(CHECKPOINT_THREADS)
     return [build_checkpoint(seed, CHECKPOINT_STEPS, CHECKPOINT_PATH),
-            build_checkpoint(seed, EARLY_CHECKPOINT_STEPS, EARLY_CHECKPOINT_PATH)]
+            build_checkpoint(seed, EARLY_CHECKPOINT_STEPS, EARLY_CHECKPOINT_PATH),
+            build_checkpoint(seed, SHORT_CHECKPOINT_STEPS, SHORT_CHECKPOINT_PATH, SHORT_TRAIN_LEN),
+            build_hf_checkpoint(seed)]
 
 
 def main(argv=None):
@@ -2565,8 +3097,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
     parser.add_argument("command", nargs="?", default="demo",
                         choices=["demo", "checkpoint", "record", "serve-judge"],
-                        help="demo (default): train, evaluate, report; checkpoint: rebuild both "
-                             "shipped checkpoints; record: re-record data/recording_06.json; "
+                        help="demo (default): train, evaluate, report; checkpoint: rebuild every "
+                             "shipped checkpoint; record: re-record data/recording_06.json; "
                              "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--steps", type=int, default=None, help="training steps")

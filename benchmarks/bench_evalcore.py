@@ -22,7 +22,7 @@ import evalcore as ec
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def best_of(fn, repeat=3):
+def best_of(fn, repeat=5):
     """The fastest of `repeat` runs of fn(), in seconds (the least disturbed by other load)."""
     times = []
     for _ in range(repeat):

@@ -69,7 +69,9 @@ def test_held_out_items_never_appear_verbatim_in_the_training_text(root, tok):
     assert train["statements"] and train["qa"]
     pieces = list(train["statements"]) + [s for qa in train["qa"] for s in qa]
     trained_on = training_pieces(tok)
-    assert set(train["statements"]) <= set(trained_on)  # the decoding above is the real text
+    # the decoding above is the real text; a statement is followed by the space that joins it
+    # to the next one in the packed stream
+    assert {s + " " for s in train["statements"]} <= set(trained_on)
     assert {a for _, a in train["qa"]} <= set(trained_on)
     blob = _squash("\n".join(pieces + trained_on))
     fx = ec.load_fixtures()
@@ -204,11 +206,13 @@ def requirement_pins(root):
 def test_requirements_are_exact_pins_of_what_the_course_needs(root):
     pins = requirement_pins(root)
     assert pins["torch"] == "2.13.0"
-    for name in ("jupyterlab", "nbval", "pandas", "matplotlib", "tqdm", "pytest", "torchmetrics"):
+    for name in ("jupyterlab", "nbval", "pandas", "matplotlib", "tqdm", "pytest", "torchmetrics",
+                 "transformers", "tokenizers"):
         assert name in pins, f"requirements.txt lacks {name}"
 
 
-@pytest.mark.parametrize("name", ["torch", "pandas", "pytest", "torchmetrics", "matplotlib", "tqdm"])
+@pytest.mark.parametrize("name", ["torch", "pandas", "pytest", "torchmetrics", "matplotlib", "tqdm",
+                                  "transformers", "tokenizers"])
 def test_the_tests_run_on_the_pinned_versions(root, name):
     installed = metadata.version(name).split("+")[0]  # torch's CPU build is 2.13.0+cpu
     assert installed == requirement_pins(root)[name]

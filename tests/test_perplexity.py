@@ -285,3 +285,33 @@ def test_bad_arguments_raise(random_model, tok, kwargs):
     kwargs = {"max_len": 32, **kwargs}
     with pytest.raises(ValueError):
         ec.perplexity_eval(random_model, tok, ["some text here"], **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Loss by position in the window (lesson 01: was every position trained?)
+# ----------------------------------------------------------------------------------------------
+
+def test_nll_by_position_of_a_uniform_model_is_ln_v_everywhere(tok):
+    uniform = lambda ids: torch.zeros(*ids.shape, tok.vocab_size)  # noqa: E731
+    per_position = ec.nll_by_position(uniform, tok, ["abcdefgh", "ijklmnop"], window=8, step=3)
+    assert len(per_position) == 8
+    assert per_position == pytest.approx([math.log(tok.vocab_size)] * 8, rel=1e-7)  # float32 logits
+
+
+def test_nll_by_position_matches_a_hand_loop(tok, random_model):
+    texts = ["The Sun is a star.", "Owls hunt at night."]
+    got = ec.nll_by_position(random_model, tok, texts, window=10, step=5, batch_size=2)
+    stream = tok.encode(" ".join(texts))
+    rows = [stream[b:b + 11] for b in range(0, len(stream) - 10, 5)]
+    with torch.no_grad():
+        nll = [F.cross_entropy(random_model(torch.tensor([r[:-1]]))[0], torch.tensor(r[1:]),
+                               reduction="none") for r in rows]
+    expected = torch.stack(nll).double().mean(0)
+    assert got == pytest.approx(expected.tolist(), rel=1e-6)
+
+
+def test_nll_by_position_rejects_a_window_longer_than_the_texts(tok, random_model):
+    with pytest.raises(ValueError, match="fewer than window"):
+        ec.nll_by_position(random_model, tok, ["short"], window=16)
+    with pytest.raises(ValueError, match="step"):
+        ec.nll_by_position(random_model, tok, ["short text here"], window=4, step=0)

@@ -1,5 +1,7 @@
 """Lesson 1-2: the byte tokenizer, TinyGPT, checkpoints, training and generate()."""
 
+import math
+
 import pytest
 import torch
 
@@ -263,3 +265,44 @@ def test_generate_rejects_prompt_plus_new_tokens_beyond_max_len(tok):
     assert len(ec.generate(model, tok, ["abc"], max_new_tokens=11)) == 1
     with pytest.raises(ValueError):
         ec.generate(model, tok, ["abc"], max_new_tokens=12)
+
+
+@pytest.mark.parametrize("steps", [1, 9, 10, 19, 20])
+def test_training_runs_for_any_positive_number_of_steps(steps):
+    # OneCycleLR divides by zero at 10 steps; short runs use a constant learning rate instead
+    model = ec.train_tinygpt(steps=steps, batch_size=2, progress=False, d_model=16, n_layer=1,
+                             n_head=2, max_len=32)
+    assert len(model.history) == steps and all(map(math.isfinite, model.history))
+
+
+
+def test_packed_stream_holds_every_sequence_once_per_pass_groups_together(tok):
+    groups = ec.training_groups(tok)
+    seqs = [seq for g in groups for seq in g]
+    stream, starts = ec.packed_stream(groups, torch.Generator().manual_seed(0), passes=2)
+    assert len(stream) == 2 * sum(map(len, seqs)) and len(starts) == 2 * len(seqs)
+    ends = starts.tolist()[1:] + [len(stream)]
+    pieces = [stream[b:e].tolist() for b, e in zip(starts.tolist(), ends)]
+    assert sorted(pieces) == sorted(seqs * 2)  # every sequence, whole, once per pass
+    owner = {tuple(seq): gi for gi, g in enumerate(groups) for seq in g}
+    runs = [owner[tuple(p)] for p in pieces]
+    changes = sum(a != b for a, b in zip(runs, runs[1:]))
+    assert changes == 2 * len(groups) - 1  # each group's members sit side by side
+
+
+def test_packed_batches_are_full_windows_shifted_by_one(tok):
+    g = torch.Generator().manual_seed(0)
+    stream, starts = ec.packed_stream(ec.training_groups(tok), g, passes=1)
+    ids, targets = ec._packed_batch(stream, starts, 64, 256, g)
+    assert ids.shape == targets.shape == (64, 256)
+    assert torch.equal(ids[:, 1:], targets[:, :-1])  # the next-token shift, no padding anywhere
+    begins = [int((stream.unfold(0, 256, 1) == row).all(1).nonzero()[0]) for row in ids]
+    aligned = sum(b in set(starts.tolist()) for b in begins)
+    assert 16 <= aligned <= 56, aligned  # about half start where a sequence starts
+
+
+def test_topic_paragraphs_keep_related_sentences_together():
+    # content words: 4+ letters, a final "s" dropped, common words ignored ("make", "have")
+    sentences = ["Bees make honey.", "Honey is sweet.", "Snakes have no legs.", "A snake slides.",
+                 "We make tea."]
+    assert ec.topic_paragraphs(sentences) == [sentences[:2], sentences[2:4], sentences[4:]]
