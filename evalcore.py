@@ -35,6 +35,7 @@ import string
 import sys
 import threading
 import time
+import warnings
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from dataclasses import asdict, dataclass, field
@@ -568,19 +569,28 @@ def bootstrap_ci(scores, *, groups=None, statistic=None, n_resamples=2000, confi
 
     statistic(values, weights) -> (R,) sees every resample at once: values (n,) or (n, k) as given,
     weights (R, n) draw counts. The default is weighted_mean."""
+    if not isinstance(confidence, float) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be a float in (0, 1), got {confidence!r}")
+    n = len(scores) if isinstance(scores, (list, tuple)) else None
+    if n is not None and (n if groups is None else _group_index(groups, n)[1]) < 2:
+        return None
+    stats = bootstrap_distribution(scores, groups=groups, statistic=statistic,
+                                   n_resamples=n_resamples, seed=seed)
+    return _percentiles(stats, confidence)
+
+
+def bootstrap_distribution(scores, *, groups=None, statistic=None, n_resamples=2000, seed=SEED):
+    """The statistic on each of n_resamples bootstrap resamples, a tensor (n_resamples,)."""
     values = torch.tensor(_floats("scores", scores) if _is_flat(scores) else scores,
                           dtype=torch.float64)
     if values.dim() == 0 or not values.isfinite().all():
         raise ValueError(f"scores must be finite numbers, one per example, got {scores!r}")
     _positive_int("n_resamples", n_resamples)
-    if not isinstance(confidence, float) or not 0 < confidence < 1:
-        raise ValueError(f"confidence must be a float in (0, 1), got {confidence!r}")
-    n = values.shape[0]
-    n_units = n if groups is None else _group_index(groups, n)[1]
-    if n_units < 2:
-        return None
-    weights = bootstrap_weights(n, groups, n_resamples, seed)
-    stats = (statistic or weighted_mean)(values, weights)  # (R,)
+    weights = bootstrap_weights(values.shape[0], groups, n_resamples, seed)
+    return (statistic or weighted_mean)(values, weights)  # (R,)
+
+
+def _percentiles(stats, confidence):
     tail = (1 - confidence) / 2
     low, high = torch.quantile(stats, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
     return low, high
@@ -640,11 +650,113 @@ def paired_difference(result_a, result_b, *, n_resamples=2000, seed=SEED):
     return out
 
 
+def _perplexity_ratio(values, weights):
+    """Corpus perplexity of each resample of texts: exp(total NLL / total tokens); columns nll, n."""
+    return torch.exp((weights * values[:, 0]).sum(-1) / (weights * values[:, 1]).sum(-1))
+
+
 def _perplexity_difference(values, weights):
     """Corpus perplexity of b minus that of a, each a ratio of sums: columns nll_a, n_a, nll_b, n_b."""
-    ppl = [torch.exp((weights * values[:, i]).sum(-1) / (weights * values[:, i + 1]).sum(-1))
-           for i in (0, 2)]
-    return ppl[1] - ppl[0]
+    return _perplexity_ratio(values[:, 2:], weights) - _perplexity_ratio(values[:, :2], weights)
+
+def _ece_statistic(bin_of, n_bins):
+    """Weighted ECE with each item's bin fixed: sum over bins of |sum w (confidence - correct)| / sum w."""
+    onehot = F.one_hot(torch.tensor(bin_of), n_bins).double()  # (n, B)
+
+    def statistic(values, weights):  # values (n, 2): confidence, correct
+        gaps = (weights * (values[:, 0] - values[:, 1])) @ onehot  # (R, B)
+        return gaps.abs().sum(-1) / weights.sum(-1)
+
+    return statistic
+
+
+def _resampling_inputs(result):
+    """(values, statistic) whose bootstrap gives this eval's uncertainty, or None if undefined."""
+    scored = _scored(result.per_example)
+    needs = {"perplexity": ("nll", "n_tokens"), "calibration": ("confidence", "correct"),
+             "robustness": ("index",)}.get(result.name, ())
+    if not all(k in r for r in scored for k in needs):
+        return None  # records made by hand, without what resampling needs
+    if result.name == "perplexity":
+        rows = [[r["nll"], r["n_tokens"]] for r in scored]
+        return (rows, _perplexity_ratio) if all(math.isfinite(a) for a, _ in rows) else None
+    if result.name == "calibration":
+        conf = [r["confidence"] for r in scored]
+        bins = _bin_members(conf, result.extras["n_bins"], result.extras["binning"])
+        bin_of = [b for i in range(len(conf)) for b, idx in enumerate(bins) if i in idx]
+        rows = [[r["confidence"], r["correct"]] for r in scored]
+        return rows, _ece_statistic(bin_of, result.extras["n_bins"])
+    if result.name == "robustness":  # the value is the mean over examples of each one's worst score
+        worst = {}
+        for r in scored:
+            worst[r["index"]] = min(worst.get(r["index"], r["score"]), r["score"])
+        return [worst[i] for i in sorted(worst)], None
+    return [r["score"] for r in scored], None
+
+
+def with_interval(result, n_resamples=2000, seed=SEED):
+    """The result with extras "ci95" (in the metric's unit), "n" and "ci_method": Wilson for a mean
+    of 0/1 scores, else a percentile bootstrap over examples; ci95 None where undefined."""
+    inputs = _resampling_inputs(result)
+    n = 0 if inputs is None else len(inputs[0])
+    if inputs is None or n < 2:
+        ci, method = None, "undefined: " + ("nothing to resample" if inputs is None else f"n = {n}")
+    elif inputs[1] is None and all(s in (0, 1) for s in inputs[0]):
+        ci, method = list(wilson_interval(int(sum(inputs[0])), n)), "wilson"
+    else:
+        values, statistic = inputs
+        ci = list(bootstrap_ci(values, statistic=statistic, n_resamples=n_resamples, seed=seed))
+        method = f"percentile bootstrap over {n} examples, {n_resamples} resamples"
+    result.extras.update({"ci95": ci, "n": n, "ci_method": method})
+    return result
+
+
+def _normalised(name, values):
+    """normalise_metric over a tensor of values (one per resample)."""
+    return torch.tensor([normalise_metric(name, float(v)) for v in values], dtype=torch.float64)
+
+
+def aggregate_interval(results, weights, n_resamples=2000, seed=SEED, confidence=0.95):
+    """Percentile bootstrap interval of the weighted aggregate: every eval's examples resampled
+    (independently, each eval its own seed), each resample's values normalised and weighted."""
+    total = torch.zeros(n_resamples, dtype=torch.float64)
+    for k, r in enumerate(results):
+        inputs = _resampling_inputs(r)
+        if inputs is None or len(inputs[0]) < 2:
+            return None
+        values, statistic = inputs
+        dist = bootstrap_distribution(values, statistic=statistic, n_resamples=n_resamples,
+                                      seed=seed + k)
+        total += weights[r.name] * _normalised(r.name, dist)
+    return list(_percentiles(total, confidence))
+
+def resampled_values(result, n_resamples=2000, seed=SEED):
+    """The eval's value recomputed on each bootstrap resample of its examples, a tensor (R,).
+    Two results on the same examples resampled with the same seed draw the same examples: paired."""
+    inputs = _resampling_inputs(result)
+    if inputs is None or len(inputs[0]) < 2:
+        raise ValueError(f"the {result.name} result has fewer than 2 examples to resample")
+    values, statistic = inputs
+    return bootstrap_distribution(values, statistic=statistic, n_resamples=n_resamples, seed=seed)
+
+
+def paired_aggregate_difference(results_a, results_b, weights=None, n_resamples=2000, seed=SEED):
+    """Aggregate of b minus aggregate of a under the same weights, with a paired bootstrap ci95:
+    each eval's examples resampled once and scored for both (they must be the same examples)."""
+    report_a, report_b = aggregate(results_a, weights), aggregate(results_b, weights)
+    if report_a.weights != report_b.weights:
+        raise ValueError(f"the two lists hold different evals: {sorted(report_a.weights)} and "
+                         f"{sorted(report_b.weights)}")
+    by_name = {r.name: r for r in results_b}
+    diff = torch.zeros(n_resamples, dtype=torch.float64)
+    for k, a in enumerate(results_a):
+        b = by_name[a.name]
+        paired_difference(a, b, n_resamples=2)  # the same examples, or a ValueError
+        for sign, r in ((-1.0, a), (1.0, b)):
+            dist = resampled_values(r, n_resamples, seed + k)
+            diff += sign * report_a.weights[a.name] * _normalised(a.name, dist)
+    return {"diff": report_b.score - report_a.score, "ci95": list(_percentiles(diff, 0.95)),
+            "n_resamples": n_resamples}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -741,19 +853,25 @@ def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
     flat = torch.cat(all_losses)
     total_nll, total_tokens = float(flat.sum()), len(flat)  # sum everything, divide once
     mean_nll = total_nll / total_tokens
-    finite = flat[flat.isfinite()]  # a target given probability 0 costs infinity: counted apart
-    top = max(1.0, math.ceil(float(finite.max()))) if len(finite) else 1.0
-    counts, edges = torch.histogram(finite, bins=20, range=(0.0, top))
     total_bytes = sum(r["n_bytes"] for r in records if r["score"] is not None)
     extras = {"total_tokens": total_tokens, "total_nll": total_nll, "mean_nll": mean_nll,
               "bits_per_token": mean_nll / math.log(2), "total_bytes": total_bytes,
               "bits_per_byte": total_nll / math.log(2) / total_bytes,
               "bos": bool(getattr(tok, "bos_ids", ())), "max_len": max_len, "stride": stride,
-              "histogram": {"edges": edges.tolist(), "counts": [int(c) for c in counts],
-                            "infinite": len(flat) - len(finite)},
+              "histogram": _loss_histogram(flat),
               "windows": [{"text": i, "begin": b, "end": e, "first_scored": f}
                           for i, s in enumerate(spans) for b, e, f in s]}
-    return EvalResult("perplexity", _exp(mean_nll), records, extras)
+    return with_interval(EvalResult("perplexity", _exp(mean_nll), records, extras))
+
+
+def _loss_histogram(losses):
+    """20 equal bins of the finite token losses from 0 up; a target given probability 0 costs
+    infinity and is counted apart."""
+    finite = losses[losses.isfinite()]
+    top = max(1.0, math.ceil(float(finite.max()))) if len(finite) else 1.0
+    counts, edges = torch.histogram(finite, bins=20, range=(0.0, top))
+    return {"edges": edges.tolist(), "counts": [int(c) for c in counts],
+            "infinite": len(losses) - len(finite)}
 
 
 @torch.no_grad()
@@ -793,11 +911,14 @@ def normalise_em(text):
     return _collapse(text).rstrip(".!? ")
 
 
-def _references(reference):
-    """A reference as a non-empty list of acceptable answers."""
+def _references(reference, normalise=None):
+    """A reference as a non-empty list of acceptable answers. Under normalise_squad, answers that
+    normalise to "" are dropped first (and none left means [""]), as the SQuAD v2.0 script does."""
     refs = [reference] if isinstance(reference, str) else reference
     if not isinstance(refs, (list, tuple)) or not refs or not all(isinstance(r, str) for r in refs):
         raise ValueError(f"reference must be a str or a non-empty list of str, got {reference!r}")
+    if normalise is normalise_squad:
+        return [r for r in refs if normalise_squad(r)] or [""]
     return list(refs)
 
 
@@ -810,7 +931,7 @@ def exact_match(prediction, reference, normalise=normalise_em):
     """1.0 if the normalised prediction equals a normalised reference (best over a list), else 0.0."""
     _check_prediction(prediction)
     pred = normalise(prediction)
-    return max(float(pred == normalise(r)) for r in _references(reference))
+    return max(float(pred == normalise(r)) for r in _references(reference, normalise))
 
 
 def _check_pairs(pairs):
@@ -843,8 +964,8 @@ def exact_match_eval(model, tok, pairs, max_new_tokens=48):
         records.append({"instruction": q, "prediction": pred, "reference": ref,
                         "score": exact_match(pred, ref), "prediction_normalised": normalise_em(pred),
                         "reference_normalised": _normalised_reference(ref, normalise_em)})
-    return EvalResult("exact_match", _mean(r["score"] for r in records), records,
-                      {"prompt_format": _prompt_format(tok)})
+    return with_interval(EvalResult("exact_match", _mean(r["score"] for r in records), records,
+                                    {"prompt_format": _prompt_format(tok)}))
 
 
 def _mean(values):
@@ -887,7 +1008,8 @@ def _f1_from_counts(overlap, n_pred, n_ref):
 def token_f1(prediction, reference, normalise=normalise_f1):
     """Bag-of-tokens F1 between prediction and reference (best over a list of references)."""
     _check_prediction(prediction)
-    return max(_f1_from_counts(*f1_counts(prediction, r, normalise)) for r in _references(reference))
+    return max(_f1_from_counts(*f1_counts(prediction, r, normalise))
+               for r in _references(reference, normalise))
 
 
 def _precision_recall(overlap, n_pred, n_ref):
@@ -906,8 +1028,8 @@ def token_f1_eval(model, tok, pairs, max_new_tokens=48):
                         "score": _f1_from_counts(*counts), "precision": precision, "recall": recall,
                         "prediction_normalised": normalise_f1(pred),
                         "reference_normalised": _normalised_reference(ref, normalise_f1)})
-    return EvalResult("token_f1", _mean(r["score"] for r in records), records,
-                      {"prompt_format": _prompt_format(tok)})
+    return with_interval(EvalResult("token_f1", _mean(r["score"] for r in records), records,
+                                    {"prompt_format": _prompt_format(tok)}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -973,7 +1095,7 @@ def judge_eval(model, tok, pairs, judge_fn=None, max_new_tokens=48):
                          f"{unscored[0]['reason']}")
     extras = {"scored": len(scored), "total": len(records), "unscored": unscored,
               "prompt_format": _prompt_format(tok)}
-    return EvalResult("judge", _mean(r["score"] for r in scored), records, extras)
+    return with_interval(EvalResult("judge", _mean(r["score"] for r in scored), records, extras))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -982,7 +1104,7 @@ def judge_eval(model, tok, pairs, judge_fn=None, max_new_tokens=48):
 
 DEFAULT_WEIGHTS = {"perplexity": 0.2, "exact_match": 0.3, "token_f1": 0.3, "judge": 0.2,
                    "calibration": 0.0, "robustness": 0.0}  # lessons 07-08 join only when weighted
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ci95 per eval and for the aggregate
 
 
 def _check_eval_name(name, where):
@@ -1042,7 +1164,7 @@ def aggregate(results, weights=None, meta=None):
         raise ValueError(f"weights must be a dict of eval name -> weight, got {weights!r}")
     used = _check_weights(DEFAULT_WEIGHTS if weights is None else weights, names)
     score = sum(used[r.name] * normalise_metric(r.name, r.value) for r in results)
-    return FinalReport(score, used, results, dict(meta or {}))
+    return FinalReport(score, used, results, dict(meta or {}), aggregate_interval(results, used))
 
 
 def _json_safe(obj):
@@ -1066,6 +1188,10 @@ def _scored(records):
     return [r for r in records if r.get("score") is not None]
 
 
+def _interval_text(ci, fmt=".4g"):
+    return "undefined" if ci is None else f"[{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+
+
 @dataclass
 class FinalReport:
     """The aggregate with everything behind it: weights as used, the results, and run metadata."""
@@ -1074,6 +1200,7 @@ class FinalReport:
     weights: dict  # renormalised over the evals present, as used
     results: list  # the EvalResults, in the order given
     meta: dict = field(default_factory=dict)  # seed, versions, model size, timings
+    ci95: list = None  # the aggregate's 95% bootstrap interval (aggregate_interval)
 
     def normalised(self):
         return {r.name: normalise_metric(r.name, r.value) for r in self.results}
@@ -1081,11 +1208,12 @@ class FinalReport:
     def to_dict(self):
         """The report as JSON-safe Python objects, with stable keys."""
         norm = self.normalised()
-        evals = {r.name: {"value": r.value, "normalised": norm[r.name], "weight": self.weights[r.name],
-                          "n": len(_scored(r.per_example)), "extras": r.extras,
-                          "per_example": r.per_example} for r in self.results}
+        evals = {r.name: {"value": r.value, "ci95": r.extras.get("ci95"), "normalised": norm[r.name],
+                          "weight": self.weights[r.name], "n": len(_scored(r.per_example)),
+                          "extras": r.extras, "per_example": r.per_example} for r in self.results}
         return _json_safe({"schema_version": SCHEMA_VERSION, "aggregate": self.score,
-                           "weights": self.weights, "evals": evals, "meta": self.meta})
+                           "aggregate_ci95": self.ci95, "weights": self.weights, "evals": evals,
+                           "meta": self.meta})
 
     def to_json(self, path):
         """Write strict JSON (no NaN, no Infinity) to path; returns the path."""
@@ -1111,13 +1239,14 @@ class FinalReport:
     def table(self, worst=3):
         """Text table: the aggregate, a row per eval, then each eval's `worst` lowest examples."""
         norm = self.normalised()
-        lines = [f"aggregate score: {self.score:.4f}  (weighted mean of normalised values, 0-1)", "",
-                 f"{'eval':<12} {'value':>10} {'normalised':>10} {'weight':>7} {'n':>7}"]
+        lines = [f"aggregate score: {self.score:.4f}  95% CI {_interval_text(self.ci95, '.4f')}"
+                 "  (weighted mean of normalised values, 0-1)", "",
+                 f"{'eval':<12} {'value':>10} {'95% CI':>19} {'normalised':>10} {'weight':>7} {'n':>7}"]
         for r in self.results:
             n = len(_scored(r.per_example))
             n = f"{n}/{len(r.per_example)}" if r.name == "judge" else n  # scored/total: a judge can fail
-            lines.append(f"{r.name:<12} {r.value:>10.4g} {norm[r.name]:>10.4f} "
-                         f"{self.weights[r.name]:>7.3f} {n:>7}")
+            lines.append(f"{r.name:<12} {r.value:>10.4g} {_interval_text(r.extras.get('ci95')):>19} "
+                         f"{norm[r.name]:>10.4f} {self.weights[r.name]:>7.3f} {n:>7}")
         for r in (r for r in self.results if r.name == "judge"):
             lines += [f"  judge could not score example {u['index']}: {u['reason']}"
                       for u in r.extras.get("unscored", [])]
@@ -1601,7 +1730,8 @@ def wilson_interval(k, n, z=Z95):
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # exactly 0 at k = 0 and 1 at k = n, where rounding would leave a few 1e-17 behind
+    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
 
 
 @dataclass(frozen=True)
@@ -1898,9 +2028,14 @@ def _check_golds(logliks, golds):
             raise ValueError(f"golds[{i}] must index one of the {len(ll)} choices, got {g!r}")
 
 
+class TemperatureAtGridEdge(UserWarning):
+    """fit_temperature's optimum is an end of its grid: the true optimum may lie beyond it."""
+
+
 def fit_temperature(logliks, golds, low=0.01, high=1000.0, steps=501):
     """The temperature minimising the gold choices' mean NLL over the items given: a grid search
-    over `steps` log-spaced values in [low, high] (the smallest of equal minima wins)."""
+    over `steps` log-spaced values in [low, high] (the smallest of equal minima wins). An optimum
+    at either end of the grid is reported with a TemperatureAtGridEdge warning."""
     _check_golds(logliks, golds)
     _positive_int("steps", steps)
     numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high))
@@ -1911,7 +2046,13 @@ def fit_temperature(logliks, golds, low=0.01, high=1000.0, steps=501):
     for ll, g in zip(logliks, golds):
         scores = torch.tensor(_floats("logliks", ll), dtype=torch.float64)[None, :] / grid[:, None]
         nll -= torch.log_softmax(scores, dim=1)[:, g]  # (steps,)
-    return float(grid[int(nll.argmin())])
+    best = int(nll.argmin())
+    if best in (0, steps - 1):
+        what = "uniform: confidence 1/k" if best else "as sharp as the grid allows"
+        warnings.warn(f"fit_temperature: the optimum T = {float(grid[best]):.4g} is the end of the "
+                      f"grid [{low}, {high}] ({what}); the best temperature may lie beyond it",
+                      TemperatureAtGridEdge, stacklevel=2)
+    return float(grid[best])
 
 
 def _calibration_record(item, logliks, temperature):
@@ -1937,7 +2078,7 @@ def calibration_result(items, logliks, temperature=1.0, n_bins=10, binning="widt
     extras = {"ece": ece, "mce": mce, "accuracy": _mean(hits), "mean_confidence": _mean(conf),
               "nll": _mean(r["nll"] for r in records), "brier": _mean(r["brier"] for r in records),
               "temperature": temperature, "n_bins": n_bins, "binning": binning, "bins": bins}
-    return EvalResult("calibration", ece, records, extras)
+    return with_interval(EvalResult("calibration", ece, records, extras))
 
 
 def calibration_eval(model, tok, items=None, temperature=1.0, n_bins=10, binning="width"):
@@ -2130,7 +2271,7 @@ def robustness_eval(model, tok, pairs, perturbations=None, metric=None, seed=SEE
                         "changed": text != q, "prediction": pred, "reference": ref,
                         "score": _check_score(metric(pred, ref), metric, i, name)})
     value, extras = _robustness_summary(records, list(perts), len(pairs), metric, seed)
-    return EvalResult("robustness", value, records, extras)
+    return with_interval(EvalResult("robustness", value, records, extras))
 
 
 def _robustness_summary(records, names, n, metric, seed):
@@ -2928,8 +3069,9 @@ def choice_accuracy(items, logliks):
                         "score_norm": float(pred_norm == it["gold"])})
     acc_norm = _mean([r["score_norm"] for r in records])
     disagree = sum(r["pred"] != r["pred_norm"] for r in records)
-    return EvalResult("multiple_choice", _mean([r["score"] for r in records]), records,
-                      {"acc_norm": acc_norm, "n_items": len(records), "disagreements": disagree})
+    return with_interval(EvalResult("multiple_choice", _mean([r["score"] for r in records]), records,
+                                    {"acc_norm": acc_norm, "n_items": len(records),
+                                     "disagreements": disagree}))
 
 
 # The course's own Hugging Face model: a BPE tokenizer and a small GPT-2, trained on the same text ---

@@ -168,11 +168,13 @@ def test_aggregate_rejects_bad_results():
 def test_report_to_dict_keys_and_values():
     report = ec.aggregate(results(*ALL), meta={"seed": 0})
     d = report.to_dict()
-    assert set(d) == {"schema_version", "aggregate", "weights", "evals", "meta"}
+    assert set(d) == {"schema_version", "aggregate", "aggregate_ci95", "weights", "evals", "meta"}
+    assert d["schema_version"] == 2
     assert d["aggregate"] == pytest.approx(0.485, abs=1e-12)
+    assert d["aggregate_ci95"] is None  # one scored text: perplexity has no interval, nor the aggregate
     assert list(d["evals"]) == list(ALL)
     for name, ev in d["evals"].items():
-        assert set(ev) == {"value", "normalised", "weight", "n", "extras", "per_example"}
+        assert set(ev) == {"value", "ci95", "normalised", "weight", "n", "extras", "per_example"}
         assert ev["weight"] == pytest.approx(ec.DEFAULT_WEIGHTS[name], abs=1e-12)
     assert d["evals"]["perplexity"]["normalised"] == pytest.approx(0.5, abs=1e-12)
     assert d["evals"]["judge"]["normalised"] == pytest.approx(0.8, abs=1e-12)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -139,14 +140,18 @@ def test_fit_temperature_recovers_the_temperature_that_generated_the_labels():
     g = torch.Generator().manual_seed(3)
     logits = torch.randn(2000, 4, generator=g) * 3
     golds = torch.multinomial(torch.softmax(logits / 2.0, dim=1), 1, generator=g)[:, 0]
-    t = ec.fit_temperature(logits.tolist(), golds.tolist())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ec.TemperatureAtGridEdge)  # an interior optimum: no warning
+        t = ec.fit_temperature(logits.tolist(), golds.tolist())
     assert 1.7 < t < 2.35
 
 
 def test_fit_temperature_goes_to_the_grid_ends_for_always_right_or_always_wrong():
     right = [[0.0, -1.0, -2.0]] * 5
-    assert ec.fit_temperature(right, [0] * 5, low=0.1, high=10.0) == pytest.approx(0.1)
-    assert ec.fit_temperature(right, [2] * 5, low=0.1, high=10.0) == pytest.approx(10.0)
+    with pytest.warns(ec.TemperatureAtGridEdge, match="as sharp as the grid allows"):
+        assert ec.fit_temperature(right, [0] * 5, low=0.1, high=10.0) == pytest.approx(0.1)
+    with pytest.warns(ec.TemperatureAtGridEdge, match="uniform"):
+        assert ec.fit_temperature(right, [2] * 5, low=0.1, high=10.0) == pytest.approx(10.0)
 
 
 def test_fit_temperature_validates():

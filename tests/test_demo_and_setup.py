@@ -119,12 +119,17 @@ def test_demo_exits_0_and_writes_strict_json_with_stable_keys(demo_runs):
         for name in ("perplexity", "exact_match", "token_f1", "judge"):
             assert name in out
         report = strict_loads((folder / "r.json").read_text(encoding="utf-8"))
-        assert set(report) == {"schema_version", "aggregate", "weights", "evals", "meta"}
+        assert set(report) == {"schema_version", "aggregate", "aggregate_ci95", "weights", "evals",
+                               "meta"}
         assert set(report["evals"]) == {"perplexity", "exact_match", "token_f1", "judge"}
         for ev in report["evals"].values():
-            assert set(ev) == {"value", "normalised", "weight", "n", "extras", "per_example"}
+            assert set(ev) == {"value", "ci95", "normalised", "weight", "n", "extras", "per_example"}
             assert ev["n"] == 20 and len(ev["per_example"]) == 20
+            assert ev["ci95"] == ev["extras"]["ci95"] and ev["extras"]["n"] == 20
+            assert ev["ci95"][0] <= ev["value"] <= ev["ci95"][1]
         assert 0.0 <= report["aggregate"] <= 1.0
+        low, high = report["aggregate_ci95"]
+        assert low <= report["aggregate"] <= high
         assert report["aggregate"] == pytest.approx(
             sum(ev["weight"] * ev["normalised"] for ev in report["evals"].values()), abs=1e-12)
         meta = report["meta"]

@@ -267,6 +267,31 @@ def test_squad_best_over_golds():
             max(squad_compute_f1(g, pred) for g in golds), abs=1e-12)
 
 
+def squad_v2_gold_answers(answers):
+    """The SQuAD v2.0 script's get_raw_scores: gold answers that normalise to "" are dropped, and
+    an unanswerable question (none left) has the one gold answer ""."""
+    gold = [a for a in answers if squad_normalize_answer(a)]
+    return gold or [""]
+
+
+@pytest.mark.parametrize("golds", [["the the", "3.14"], ["a", "an"], ["The", "Paris"], ["", "x"],
+                                   ["Paris", "the Paris"], ["."]])
+@pytest.mark.parametrize("pred", ["", "3.14", "the", "Paris", "x"])
+def test_squad_list_rule_drops_golds_that_normalise_to_empty(pred, golds):
+    gold = squad_v2_gold_answers(golds)
+    assert ec.exact_match(pred, golds, normalise=ec.normalise_squad) == max(
+        squad_compute_exact(g, pred) for g in gold)
+    assert ec.token_f1(pred, golds, normalise=ec.normalise_squad) == pytest.approx(
+        max(squad_compute_f1(g, pred) for g in gold), abs=1e-12)
+
+
+def test_squad_list_rule_by_hand():
+    # the empty prediction no longer matches "the the", which the script drops before comparing
+    assert ec.exact_match("", ["the the", "3.14"], normalise=ec.normalise_squad) == 0.0
+    # evalcore's own normalisation keeps its rule: no gold is dropped
+    assert ec.exact_match("", ["", "3.14"]) == 1.0
+
+
 # ----------------------------------------------------------------------------------------------
 # exact_match_eval and token_f1_eval (generation replaced by fixed answers)
 # ----------------------------------------------------------------------------------------------

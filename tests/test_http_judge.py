@@ -343,7 +343,8 @@ def test_judge_eval_when_nothing_could_be_scored(fixed_answers, tok):
 
 def test_the_mock_judge_counts_n_of_n(fixed_answers, tok):
     result = ec.judge_eval(None, tok, PAIRS)
-    assert result.extras == {"scored": 4, "total": 4, "unscored": [], "prompt_format": "inst_resp"}
+    assert {k: result.extras[k] for k in ("scored", "total", "unscored", "prompt_format", "n")} == {
+        "scored": 4, "total": 4, "unscored": [], "prompt_format": "inst_resp", "n": 4}
     assert "4/4" in ec.aggregate([result]).table()
 
 

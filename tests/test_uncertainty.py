@@ -1,12 +1,14 @@
 """Intervals and paired differences (issue 10, first step): bootstrap_ci against scipy, a cluster
 case computed by hand, McNemar's exact test against scipy's binomial test, paired_difference."""
 
+import json
 import math
 
 import pytest
 import torch
 
 import evalcore as ec
+from conftest import strict_loads
 
 scipy_stats = pytest.importorskip("scipy.stats")
 np = pytest.importorskip("numpy")
@@ -126,3 +128,111 @@ def test_paired_difference_refuses_results_on_other_examples(b):
     a = _result("exact_match", [1, 0])
     with pytest.raises(ValueError):
         ec.paired_difference(a, b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Every eval and the report carry an interval
+# ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def evals(trained_model):
+    tok, fx = ec.InstructionTokenizer(), ec.load_fixtures()
+    items = ec.multiple_choice_items()
+    return {"perplexity": ec.perplexity_eval(trained_model, tok, fx["lm"], max_len=128),
+            "exact_match": ec.exact_match_eval(trained_model, tok, fx["em"], max_new_tokens=8),
+            "token_f1": ec.token_f1_eval(trained_model, tok, fx["f1"], max_new_tokens=8),
+            "judge": ec.judge_eval(trained_model, tok, fx["judge"], max_new_tokens=8),
+            "calibration": ec.calibration_eval(trained_model, tok, items),
+            "robustness": ec.robustness_eval(trained_model, tok, fx["em"][:6],
+                                             perturbations=["uppercase"], max_new_tokens=8),
+            "multiple_choice": ec.choice_accuracy(items, ec.choice_logliks(trained_model, tok, items))}
+
+
+@pytest.mark.parametrize("name", ["perplexity", "exact_match", "token_f1", "judge", "calibration",
+                                  "robustness", "multiple_choice"])
+def test_every_eval_carries_a_json_safe_interval_around_its_value(evals, name):
+    result = evals[name]
+    low, high = result.extras["ci95"]
+    assert low <= result.value <= high, (low, result.value, high)
+    assert result.extras["n"] >= 2 and result.extras["ci_method"]
+    assert strict_loads(json.dumps(ec._json_safe(result.extras), allow_nan=False))["ci95"] == [low, high]
+
+
+def test_binary_evals_use_wilson_and_the_others_a_bootstrap(evals):
+    em = evals["exact_match"]
+    k = int(sum(r["score"] for r in em.per_example))
+    assert em.extras["ci_method"] == "wilson"
+    assert em.extras["ci95"] == list(ec.wilson_interval(k, 20))
+    assert evals["token_f1"].extras["ci_method"].startswith("percentile bootstrap")
+
+
+def test_perplexity_interval_resamples_texts_as_a_ratio_of_sums(evals):
+    result = evals["perplexity"]
+    rows = [[r["nll"], r["n_tokens"]] for r in result.per_example]
+    ratio = lambda v, w: torch.exp((w * v[:, 0]).sum(-1) / (w * v[:, 1]).sum(-1))  # noqa: E731
+    assert result.extras["ci95"] == list(ec.bootstrap_ci(rows, statistic=ratio))
+
+
+def test_calibration_interval_matches_a_loop_over_resamples(evals):
+    result = evals["calibration"]
+    conf = [r["confidence"] for r in result.per_example]
+    hits = [r["correct"] for r in result.per_example]
+    weights = ec.bootstrap_weights(len(conf), n_resamples=50, seed=5)
+    inputs, statistic = ec._resampling_inputs(result)
+    fast = statistic(torch.tensor(inputs, dtype=torch.float64), weights)
+    for w, got in zip(weights, fast):  # a resample as a list of drawn items, ECE by evalcore
+        drawn = [i for i, c in enumerate(w.tolist()) for _ in range(int(c))]
+        ece = ec.expected_calibration_error([conf[i] for i in drawn], [hits[i] for i in drawn])
+        assert float(got) == pytest.approx(ece, abs=1e-12)
+
+
+def test_undefined_intervals_are_none_never_nan(tok):
+    one = ec.perplexity_eval(lambda ids: torch.zeros(*ids.shape, tok.vocab_size), tok, ["abc"])
+    assert one.extras["ci95"] is None and one.extras["n"] == 1
+    assert "undefined" in one.extras["ci_method"]
+
+
+def test_the_report_carries_the_aggregate_interval_and_shows_every_interval(evals):
+    core = [evals[n] for n in ("perplexity", "exact_match", "token_f1", "judge")]
+    report = ec.aggregate(core)
+    low, high = report.ci95
+    assert low <= report.score <= high
+    d = report.to_dict()
+    assert d["aggregate_ci95"] == [low, high] and d["schema_version"] == 2
+    assert all(d["evals"][r.name]["ci95"] == r.extras["ci95"] for r in core)
+    table = report.table()
+    assert f"95% CI [{low:.4f}, {high:.4f}]" in table
+    for r in core:
+        assert f"[{r.extras['ci95'][0]:.4g}, {r.extras['ci95'][1]:.4g}]" in table
+
+
+@pytest.mark.parametrize("n", [1, 5, 20, 101])
+def test_wilson_interval_is_exact_at_the_ends(n):
+    assert ec.wilson_interval(0, n)[0] == 0.0 and ec.wilson_interval(n, n)[1] == 1.0
+
+
+def test_resampled_values_are_paired_by_seed(evals):
+    em = evals["exact_match"]
+    flipped = ec.EvalResult("exact_match", 1 - em.value,
+                            [{**r, "score": 1 - r["score"]} for r in em.per_example])
+    a, b = ec.resampled_values(em, 500, seed=9), ec.resampled_values(flipped, 500, seed=9)
+    assert torch.allclose(a + b, torch.ones(500, dtype=torch.float64))  # the same draws for both
+
+
+def test_paired_aggregate_difference_by_hand(evals):
+    core = [evals[n] for n in ("perplexity", "exact_match", "token_f1", "judge")]
+    same = ec.paired_aggregate_difference(core, core)
+    assert same["diff"] == 0.0 and same["ci95"] == [0.0, 0.0]  # paired: identical models never differ
+    better = [ec.EvalResult(r.name, r.value, r.per_example, r.extras) for r in core]
+    better[1] = ec.EvalResult("exact_match", 1.0, [{**x, "score": 1.0} for x in core[1].per_example])
+    out = ec.paired_aggregate_difference(core, better)
+    assert out["diff"] == pytest.approx(0.3 * (1.0 - core[1].value), abs=1e-12)
+    assert out["ci95"][0] <= out["diff"] <= out["ci95"][1]
+
+
+def test_paired_aggregate_difference_refuses_other_examples(evals):
+    core = [evals[n] for n in ("perplexity", "exact_match", "token_f1", "judge")]
+    other = list(core)
+    other[2] = ec.EvalResult("token_f1", 0.5, [{"instruction": "elsewhere", "score": 0.5}] * 20)
+    with pytest.raises(ValueError, match="same examples"):
+        ec.paired_aggregate_difference(core, other)
