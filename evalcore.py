@@ -1753,11 +1753,20 @@ class Rate:
                 f"(95% Wilson interval {self.low:.1%} to {self.high:.1%})")
 
 
-def success_rate(records, key="success"):
-    """A Rate over the records' boolean `key`, numerator and denominator kept."""
+def success_rate(records, key="success", group_key=None):
+    """A Rate over the records' boolean `key`, numerator and denominator kept. With group_key, over
+    groups instead: records from one source are one piece of evidence, and a group succeeds only
+    when every record in it does (Wilson then assumes the groups, not the records, independent)."""
     if not records:
         raise ValueError("records is empty: a rate needs at least one case")
-    k, n = sum(bool(r[key]) for r in records), len(records)
+    if group_key is None:
+        outcomes = [bool(r[key]) for r in records]
+    else:
+        groups = {}
+        for r in records:
+            groups.setdefault(r[group_key], []).append(bool(r[key]))
+        outcomes = [all(g) for g in groups.values()]
+    k, n = sum(outcomes), len(outcomes)
     return Rate(k, n, *wilson_interval(k, n))
 
 
@@ -1789,10 +1798,12 @@ def critical_failures(records):
     return [r for r in records if _times(r["delivered"]) and not r["source_support"]]
 
 
-def decision_brief(name, intended_use, records, target):
+def decision_brief(name, intended_use, records, target, group_key=None):
     """accept / restrict / reject from the success rate's Wilson interval against target and the
-    critical failures, with reasons and what new evidence would change the decision."""
-    rate, critical = success_rate(records), critical_failures(records)
+    critical failures, with reasons and what new evidence would change the decision. The rate counts
+    cases, or with group_key="source_group" source groups (a group succeeds when all its cases do)."""
+    rate, critical = success_rate(records, group_key=group_key), critical_failures(records)
+    unit = "cases" if group_key is None else group_key.replace("_", " ") + "s"
     misses = [r["id"] for r in records if not r["success"]]
     if critical or rate.high < target:
         decision = "reject"
@@ -1801,12 +1812,14 @@ def decision_brief(name, intended_use, records, target):
     else:
         decision = "restrict"
     wrong = [r["id"] for r in critical]
-    reasons = [f"task success {rate}; target {target:.0%}",
+    reasons = [f"task success over {unit} {rate}; target {target:.0%}",
+               f"by case {success_rate(records)}; by source group "
+               f"{success_rate(records, group_key='source_group')}",
                f"failures: {misses or 'none'}; wrong times delivered: {wrong or 'none'}",
                f"source groups: {sorted({r['source_group'] for r in records})}"]
     more = cases_needed(rate.k, rate.n, target)
-    change = [f"{more} further successes on new source groups, none failing, would lift the lower "
-              f"bound to {target:.0%}", "any wrong time delivered on new cases would mean reject"]
+    change = [f"{more} further {unit} answered in full, none failing, would lift the lower bound to "
+              f"{target:.0%}", "any wrong time delivered on new cases would mean reject"]
     return {"candidate": name, "intended_use": intended_use, "decision": decision,
             "rate": str(rate), "reasons": reasons, "would_change": change}
 

@@ -387,11 +387,33 @@ def test_decision_brief_accept_restrict_reject():
     safe_miss = _records([(True, "10:00")] * 4 + [(False, "unknown")])
     brief = ec.decision_brief("rule", "school notices", safe_miss, 0.95)
     assert brief["decision"] == "restrict" and "4/5" in brief["rate"]
-    assert any("further successes" in w for w in brief["would_change"])
+    assert any("further cases answered in full" in w for w in brief["would_change"])
     wrong_time = _records([(True, "10:00")] * 19 + [(False, "11:00")])
     assert ec.decision_brief("x", "use", wrong_time, 0.8)["decision"] == "reject"  # critical
     gibberish = _records([(False, "A ca ca")] * 9)
     assert ec.decision_brief("x", "use", gibberish, 0.95)["decision"] == "reject"
+
+
+def test_rates_over_source_groups_count_a_group_once():
+    # two notices: g0's three questions all right, g1's two with one miss -> 1 of 2 notices
+    records = [{"source_group": g, "success": ok}
+               for g, ok in [("g0", True), ("g0", True), ("g0", True), ("g1", True), ("g1", False)]]
+    by_case, by_group = ec.success_rate(records), ec.success_rate(records, group_key="source_group")
+    assert (by_case.k, by_case.n) == (4, 5) and (by_group.k, by_group.n) == (1, 2)
+    assert (by_group.low, by_group.high) == ec.wilson_interval(1, 2)
+
+
+def test_decision_brief_can_count_source_groups():
+    # four right cases on one notice and a miss on another: by case 4/5, by notice 1/2
+    records = [{"id": f"c{i}", "source_group": "g0" if i < 4 else "g1", "success": i < 4,
+                "delivered": "10:00" if i < 4 else "unknown", "reference": "10:00",
+                "source_support": int(i < 4)} for i in range(5)]
+    grouped = ec.decision_brief("rule", "use", records, 0.3, group_key="source_group")
+    assert "1/2" in grouped["rate"] and grouped["decision"] == "restrict"  # Wilson 0.095 to 0.905
+    assert "4/5" in grouped["reasons"][1] and "1/2" in grouped["reasons"][1]  # both counts shown
+    assert any("further source groups answered in full" in w for w in grouped["would_change"])
+    by_case = ec.decision_brief("rule", "use", records, 0.3)  # Wilson 0.376 to 0.964
+    assert "4/5" in by_case["rate"] and by_case["decision"] == "accept"
 
 
 # The recording ----------------------------------------------------------------------------------
