@@ -784,16 +784,31 @@ def token_losses(model, windows, batch_size, pad_id):
 
     windows: list of (token list, index of the first target to score)."""
     device = _device_of(model)
-    order = sorted(range(len(windows)), key=lambda w: -len(windows[w][0]))
     losses = [None] * len(windows)
     with _eval_mode(model):
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+        for rows in length_batches([len(w[0]) for w in windows], batch_size):
             nll = _batch_nll(model, [windows[r][0] for r in rows], pad_id, device)  # (B, T-1)
             for i, r in enumerate(rows):
                 tokens, first = windows[r]
                 losses[r] = nll[i, first - 1:len(tokens) - 1]  # pads beyond the text never enter
     return losses
+
+
+MAX_PADDING = 0.25  # a batch's rows are at least 3/4 of its longest: at most 25% of it is padding
+
+
+def length_batches(lengths, batch_size, max_padding=MAX_PADDING):
+    """Indices in batches of at most batch_size, longest first; a batch ends early rather than take
+    a row so short that more than max_padding of the batch would be padding (one long window with
+    seven short texts was 73% padding, and slower than no batching at all)."""
+    batches = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if batches and len(batches[-1]) < batch_size and \
+                lengths[i] >= (1 - max_padding) * lengths[batches[-1][0]]:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def _batch_nll(model, token_lists, pad_id, device):
@@ -1205,21 +1220,26 @@ class FinalReport:
     def normalised(self):
         return {r.name: normalise_metric(r.name, r.value) for r in self.results}
 
-    def to_dict(self):
-        """The report as JSON-safe Python objects, with stable keys."""
+    def to_dict(self, per_token=False):
+        """The report as JSON-safe Python objects, with stable keys; every token's loss only when
+        per_token is True (they are most of the file)."""
         norm = self.normalised()
+        drop = set() if per_token else {"token_nll"}
         evals = {r.name: {"value": r.value, "ci95": r.extras.get("ci95"), "normalised": norm[r.name],
                           "weight": self.weights[r.name], "n": len(_scored(r.per_example)),
-                          "extras": r.extras, "per_example": r.per_example} for r in self.results}
+                          "extras": r.extras,
+                          "per_example": [{k: v for k, v in e.items() if k not in drop}
+                                          for e in r.per_example]} for r in self.results}
         return _json_safe({"schema_version": SCHEMA_VERSION, "aggregate": self.score,
                            "aggregate_ci95": self.ci95, "weights": self.weights, "evals": evals,
                            "meta": self.meta})
 
-    def to_json(self, path):
+    def to_json(self, path, per_token=False):
         """Write strict JSON (no NaN, no Infinity) to path; returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        text = json.dumps(self.to_dict(per_token), indent=2, allow_nan=False)
+        path.write_text(text + "\n", encoding="utf-8")
         return path
 
     def to_frame(self):
@@ -1634,8 +1654,12 @@ class ProtocolLog:
         """The entries, or ValueError naming the first line whose hash or chain does not match."""
         if not self.path.exists():
             return []
+        text = self.path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):  # appending now would glue two entries into one line
+            raise ValueError(f"protocol log {self.path} ends without a newline: its last line was cut "
+                             "or edited after it was written")
         entries, prev = [], None
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
+        for n, line in enumerate(text.splitlines(), start=1):
             entry = json.loads(line)
             body = {k: v for k, v in entry.items() if k != "entry_sha256"}
             if entry.get("prev_sha256") != prev or _canonical_sha256(body) != entry.get("entry_sha256"):
@@ -1656,9 +1680,14 @@ class ProtocolLog:
         return entry
 
     def protocol(self, protocol_sha256):
-        """The first frozen entry with this protocol hash, or ValueError if it was never frozen."""
+        """The first frozen entry with this protocol hash, or ValueError if it was never frozen or
+        its content no longer hashes to it (an entry rewritten with its hash chain redone)."""
         for e in self.verify():
             if e["kind"] == "freeze" and e["protocol_sha256"] == protocol_sha256:
+                body = {k: e[k] for k in PROTOCOL_FIELDS}
+                if _canonical_sha256(body) != protocol_sha256:
+                    raise ValueError(f"protocol log {self.path} entry {e['index']}: its content does "
+                                     f"not hash to protocol {protocol_sha256[:12]}: it was rewritten")
                 return e
         raise ValueError(f"protocol {protocol_sha256!r} is not frozen in {self.path}")
 
@@ -1671,6 +1700,9 @@ def _utc_now():
     from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+PROTOCOL_FIELDS = ("candidate", "rubric", "clarity_anchor", "threshold", "cases")  # what the hash covers
 
 
 def protocol_body(candidate, rubric, clarity_anchor, case_ids):
@@ -2346,17 +2378,31 @@ def _clip(text, n=60):
 
 
 def parse_judge_reply(text):
-    """(score, rationale) from a judge's reply: the first JSON object with a "score", fenced or in
-    prose; tolerant of the wrapping, strict about the score (an int 1-5), else JudgeUnavailable."""
+    """(score, rationale) from a judge's reply: the LAST JSON object with a "score", fenced or in
+    prose (a reasoning reply may quote an example verdict before its own); tolerant of the wrapping,
+    strict about the score: an integer 1-5, also written "4" or 4.0; else JudgeUnavailable."""
     if not isinstance(text, str):
         raise JudgeUnavailable(f"the reply's content is {type(text).__name__}, not text")
-    obj = next((o for o in _json_objects(text) if "score" in o), None)
-    if obj is None:
+    found = [o for o in _json_objects(text) if "score" in o]
+    if not found:
         raise JudgeUnavailable(f"no JSON object with a score in the reply {_clip(text)!r}")
-    score, rationale = obj["score"], obj.get("rationale")
-    if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
-        raise JudgeUnavailable(f"score {_clip(json.dumps(score))} is not an integer from 1 to 5")
+    score, rationale = _integral_score(found[-1]["score"]), found[-1].get("rationale")
+    if score is None or not 1 <= score <= 5:
+        raise JudgeUnavailable(f"score {_clip(json.dumps(found[-1]['score']))} is not an integer "
+                               "from 1 to 5")
     return score, rationale if isinstance(rationale, str) else ""
+
+
+def _integral_score(value):
+    """An int from an int, an integral float (4.0) or a numeric string ("4", " 4.0 "); else None."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return int(value) if math.isfinite(value) and value == int(value) else None
 
 
 def _retry_after(response):
@@ -2597,7 +2643,8 @@ class _JudgeHandler(BaseHTTPRequestHandler):
 class JudgeServer(ThreadingHTTPServer):
     """judge_fn (default mock_judge) behind an OpenAI-compatible chat-completions API on 127.0.0.1.
 
-    server = JudgeServer().start(); judge = make_http_judge(server.url, server.model); server.stop()"""
+    with JudgeServer() as server: judge = make_http_judge(server.url, server.model); ...
+    (or server = JudgeServer().start() ... server.stop(), in a finally)."""
 
     daemon_threads = True
 
@@ -2627,6 +2674,10 @@ class JudgeServer(ThreadingHTTPServer):
             self._thread.join()
             self._thread = None
         self.server_close()
+
+    def __enter__(self):
+        """`with JudgeServer() as server:` serves inside the block and stops after it."""
+        return self if self._thread is not None else self.start()
 
     def __exit__(self, *exc):
         self.stop()
@@ -2745,13 +2796,24 @@ def _results_of(results, model):
     return list(results)
 
 
+def _normalised_values(results):
+    """{eval name: normalised value}, checked as aggregate checks results, but with no weights (an
+    eval whose default weight is 0 still has a value)."""
+    names = [r.name for r in results]
+    for name in names:
+        _check_eval_name(name, "results")
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"results must hold each eval once, got {names}")
+    return {r.name: normalise_metric(r.name, r.value) for r in results}
+
+
 def _model_features(results_by_model):
     """{model: {eval name: normalised value}}, after checking every model has the same evals."""
     if not isinstance(results_by_model, dict) or len(results_by_model) < 2:
         what = f"{len(results_by_model)} model(s)" if isinstance(results_by_model, dict) else \
             type(results_by_model).__name__
         raise ValueError(f"results_by_model must be a dict of 2 or more models, got {what}")
-    feats = {m: aggregate(_results_of(r, m)).normalised() for m, r in results_by_model.items()}
+    feats = {m: _normalised_values(_results_of(r, m)) for m, r in results_by_model.items()}
     first_model, first = next(iter(feats.items()))
     for model, f in feats.items():
         if set(f) != set(first):
@@ -3182,7 +3244,27 @@ def _versions():
     return {"python": platform.python_version(), "torch": torch.__version__}
 
 
-def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=True):
+def provenance():
+    """What a reviewer needs to reproduce a report: the git commit (None outside a checkout, and
+    whether the tree had uncommitted changes), SHA-256 of the fixtures and of the shipped
+    checkpoint, and when the report was made (UTC)."""
+    import subprocess
+
+    def git(*args):
+        try:
+            done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    dirty = None if commit is None else bool(git("status", "--porcelain"))
+    return {"git_commit": commit, "git_dirty": dirty,
+            "fixtures_sha256": _sha256(FIXTURES_PATH), "checkpoint_sha256": _sha256(CHECKPOINT_PATH),
+            "created_utc": _utc_now()}
+
+
+def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=True, per_token=False):
     """Train TinyGPT briefly, run the four evals, print the table, write JSON and a PNG chart."""
     if Path(out).suffix != ".json":
         raise ValueError(f"out must name a .json file (the chart goes beside it), got {out!r}")
@@ -3200,11 +3282,12 @@ def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=Tr
         results.append(run())
         timings[f"{name}_s"] = time.perf_counter() - t
     timings["total_s"] = time.perf_counter() - t0
-    meta = {"seed": seed, "steps": steps, "versions": _versions(),
+    meta = {"seed": seed, "steps": steps, "threads": torch.get_num_threads(),
+            "versions": _versions(), "provenance": provenance(),
             "model": {"num_params": model.num_params(), **asdict(model.config)}, "timings": timings}
     report = aggregate(results, meta=meta)
     print(report.table())
-    path = report.to_json(out)
+    path = report.to_json(out, per_token)
     plot_report(report, path.with_suffix(".png"))
     print(f"\nwrote {path} and {path.with_suffix('.png')}")
     return report
@@ -3247,6 +3330,14 @@ def build_checkpoints(seed=SEED):
             build_hf_checkpoint(seed)]
 
 
+def _steps_arg(text):
+    """--steps as a positive int, else argparse's one-line error and exit status 2."""
+    try:
+        return _positive_int("--steps", int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+
+
 def main(argv=None):
     """`python evalcore.py [demo|checkpoint|record|serve-judge] ...`; returns the exit status."""
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
@@ -3256,9 +3347,11 @@ def main(argv=None):
                              "shipped checkpoint; record: re-record data/recording_06.json; "
                              "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--steps", type=int, default=None, help="training steps")
+    parser.add_argument("--steps", type=_steps_arg, default=None, help="training steps (>= 1)")
     parser.add_argument("--out", default="reports/report.json", help="where the JSON report goes")
     parser.add_argument("--port", type=int, default=8000, help="serve-judge's port (0: any free one)")
+    parser.add_argument("--per-token", action="store_true",
+                        help="keep every token's loss in the JSON (left out by default: most of the file)")
     args = parser.parse_args(argv)
     try:
         if args.command == "checkpoint":
@@ -3268,7 +3361,8 @@ def main(argv=None):
         elif args.command == "serve-judge":
             serve_judge(args.port)
         else:
-            run_demo(args.seed, DEMO_STEPS if args.steps is None else args.steps, args.out)
+            run_demo(args.seed, DEMO_STEPS if args.steps is None else args.steps, args.out,
+                     per_token=args.per_token)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -8,6 +8,7 @@ import sys
 from importlib import metadata
 
 import pytest
+import torch
 
 import evalcore as ec
 from conftest import strict_loads
@@ -153,11 +154,35 @@ def test_demo_same_seed_gives_identical_json_apart_from_timings(demo_runs):
     a, b = strict_loads(a_text), strict_loads(b_text)
     assert set(a["meta"]["timings"]) == set(b["meta"]["timings"])
     del a["meta"]["timings"], b["meta"]["timings"]
+    del a["meta"]["provenance"]["created_utc"], b["meta"]["provenance"]["created_utc"]
     assert a == b
     a_lines, b_lines = a_text.splitlines(), b_text.splitlines()
     assert len(a_lines) == len(b_lines)
     differing = [(x, y) for x, y in zip(a_lines, b_lines) if x != y]
-    assert all(TIMING_LINE.match(x) and TIMING_LINE.match(y) for x, y in differing), differing[:3]
+    assert all((TIMING_LINE.match(x) and TIMING_LINE.match(y)) or ('"created_utc"' in x and
+               '"created_utc"' in y) for x, y in differing), differing[:3]
+
+
+def test_demo_json_carries_provenance_and_no_token_losses(demo_runs, root):
+    report = strict_loads((demo_runs[0][0] / "r.json").read_text(encoding="utf-8"))
+    meta = report["meta"]
+    assert meta["threads"] >= 1
+    prov = meta["provenance"]
+    assert prov["fixtures_sha256"] == ec._sha256(ec.FIXTURES_PATH)
+    assert prov["checkpoint_sha256"] == ec._sha256(ec.CHECKPOINT_PATH)
+    assert prov["created_utc"].endswith("+00:00")
+    assert prov["git_commit"] is None or len(prov["git_commit"]) == 40
+    assert all("token_nll" not in e for e in report["evals"]["perplexity"]["per_example"])
+    assert all(e["n_tokens"] > 0 for e in report["evals"]["perplexity"]["per_example"])
+
+
+def test_per_token_losses_stay_in_the_json_only_when_asked(tmp_path, tok):
+    uniform = lambda ids: torch.zeros(*ids.shape, tok.vocab_size)  # noqa: E731
+    report = ec.aggregate([ec.perplexity_eval(uniform, tok, ["abc", "defg"])])
+    assert "token_nll" not in report.to_dict()["evals"]["perplexity"]["per_example"][0]
+    kept = strict_loads(report.to_json(tmp_path / "r.json", per_token=True).read_text())
+    assert len(kept["evals"]["perplexity"]["per_example"][0]["token_nll"]) == 2
+    assert "token_nll" in report.results[0].per_example[0]  # the result itself is untouched
 
 
 @pytest.mark.parametrize("args,message", [
@@ -169,10 +194,18 @@ def test_demo_same_seed_gives_identical_json_apart_from_timings(demo_runs):
 ])
 def test_demo_bad_arguments_exit_nonzero_with_a_clear_message(root, tmp_path, args, message):
     rc, out, err = _finish(_demo(root, *args, "--out", str(tmp_path / "r.json")), timeout=60)
-    assert rc != 0
-    assert message in err
+    assert rc == 2  # argparse's usage error, before anything trains
+    last = err.strip().splitlines()[-1]  # the usage, then one line that says what is wrong
+    assert last.startswith("evalcore.py: error:") and message in last
     assert "Traceback" not in err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_demo_trains_for_ten_steps(root, tmp_path):
+    # OneCycleLR divided by zero at exactly 10 steps: the demo ended in a ZeroDivisionError
+    rc, out, err = _finish(_demo(root, "--steps", "10", "--out", str(tmp_path / "r.json")))
+    assert rc == 0, err
+    assert strict_loads((tmp_path / "r.json").read_text(encoding="utf-8"))["meta"]["steps"] == 10
 
 
 def test_demo_unwritable_out_exits_nonzero_with_a_clear_message(root, tmp_path):

@@ -342,6 +342,37 @@ def test_protocol_log_is_append_only_and_never_rewritten(task, tmp_path):
         log.entries()
 
 
+def test_a_rewritten_protocol_with_its_chain_redone_is_refused(task, tmp_path):
+    # Rewrite the frozen wrapper and recompute every entry hash: the chain verifies, but the
+    # content no longer hashes to the protocol id reveal_reserved is given.
+    path = tmp_path / "log.jsonl"
+    log = ec.ProtocolLog(path)
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"])
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    entry["candidate"]["wrapper"] = "first_time"
+    body = {k: v for k, v in entry.items() if k != "entry_sha256"}
+    entry["entry_sha256"] = ec._canonical_sha256(body)
+    path.write_text(json.dumps(entry, sort_keys=True) + "\n", encoding="utf-8")
+    assert len(log.verify()) == 1  # the hash chain alone cannot tell
+    with pytest.raises(ValueError, match="does not hash to protocol"):
+        ec.reveal_reserved(log, frozen["protocol_sha256"], task["cases"], task["responses"],
+                           task["notices"])
+    assert log.exposed() == []  # nothing was scored or logged
+
+
+def test_a_log_whose_last_line_lost_its_newline_is_refused_not_corrupted(task, tmp_path):
+    path = tmp_path / "log.jsonl"
+    log = ec.ProtocolLog(path)
+    ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"])
+    cut = path.read_bytes().rstrip(b"\n")
+    path.write_bytes(cut)
+    with pytest.raises(ValueError, match="ends without a newline"):
+        log.verify()
+    with pytest.raises(ValueError, match="ends without a newline"):
+        ec.freeze_protocol(log, RULE, RUBRIC, "other anchor", task["reserved"])
+    assert path.read_bytes() == cut  # append refused before writing anything
+
+
 # Honest reporting --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("k, n, low, high", [

@@ -221,3 +221,16 @@ def test_bad_results_are_named():
                                                 "token_f1": 1.0, "judge": 1.0})
     with pytest.raises(ValueError, match="3 or more"):
         ec.leave_one_model_out({m: MODELS[m] for m in ("fluent", "terse")}, ["fluent", "terse"])
+
+
+def test_a_prior_over_evals_whose_default_weight_is_zero():
+    # calibration and robustness have default weight 0: the fit used to raise "weights sum to 0.0"
+    # before it even read the prior, although the order is realisable
+    def cal_rob(ece, worst):
+        return [ec.EvalResult("calibration", ece, [{"score": ece}]),
+                ec.EvalResult("robustness", worst, [{"score": worst}])]
+
+    models = {"a": cal_rob(0.1, 0.3), "b": cal_rob(0.3, 0.5), "c": cal_rob(0.5, 0.1)}
+    fit = ec.fit_weights(models, ["a", "b", "c"], prior={"calibration": 0.5, "robustness": 0.5})
+    assert fit.realisable and fit.best_margin == pytest.approx(0.2, abs=1e-9)  # all on calibration
+    assert fit.scores["a"] > fit.scores["b"] > fit.scores["c"]

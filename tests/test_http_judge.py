@@ -209,13 +209,20 @@ def test_nobody_listening():
     ('{"notes": {"x": 1}, "score": 3, "rationale": "nested"}', (3, "nested")),
     ('{"other": 1} then {"score": 2}', (2, "")),  # no rationale: an empty one, the score decides
     ('```json\n{"score": 5, "rationale": 7}\n```', (5, "")),
+    # a reasoning reply quotes an example verdict first: its own, the last one, wins
+    ('e.g. {"score": 1, "rationale": "example"} ... so: {"score": 5, "rationale": "mine"}', (5, "mine")),
+    ('```\n{"score": 2}\n```\nOn reflection: {"score": 4, "rationale": "revised"}', (4, "revised")),
+    ('{"score": 4.0, "rationale": "float"}', (4, "float")),  # integral scores, however written
+    ('{"score": "4", "rationale": "string"}', (4, "string")),
+    ('{"score": " 3.0 "}', (3, "")),
 ])
 def test_parse_is_tolerant_of_wrapping(text, verdict):
     assert ec.parse_judge_reply(text) == verdict
 
 
-@pytest.mark.parametrize("text", ['{"score": 0}', '{"score": 6}', '{"score": 4.0}', '{"score": "4"}',
-                                  '{"score": true}', '{"score": null}', '{"score": 4.5}',
+@pytest.mark.parametrize("text", ['{"score": 0}', '{"score": 6}', '{"score": "6"}', '{"score": 4.5}',
+                                  '{"score": "4.5"}', '{"score": "four"}', '{"score": true}',
+                                  '{"score": null}', '{"score": "nan"}', '{"score": 5} {"score": 9}',
                                   "Score: 4", "", "{not json}", '["score", 4]', '{"rating": 4}'])
 def test_parse_is_strict_about_the_score(text):
     with pytest.raises(ec.JudgeUnavailable):
@@ -403,3 +410,20 @@ def test_serve_judge_command(root):
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
     assert f"http://127.0.0.1:{port}/v1" in out
+
+
+def test_the_judge_server_works_as_a_context_manager():
+    with ec.JudgeServer() as server:  # before the fix __enter__ was inherited and never served
+        judge = ec.make_http_judge(server.url, server.model, timeout=2.0, max_retries=0)
+        assert judge("Capital of France?", "Paris", "Paris")[0] == 5
+        url = server.url
+    with pytest.raises(ec.JudgeUnavailable):  # stopped after the block
+        ec.make_http_judge(url, "m", timeout=1.0, max_retries=0)("q", "p", "r")
+
+
+def test_entering_a_started_server_does_not_start_it_twice():
+    server = ec.JudgeServer().start()
+    with server as same:
+        assert same is server
+        judge = ec.make_http_judge(server.url, server.model, timeout=2.0, max_retries=0)
+        assert judge("q", "Paris", "Paris")[0] == 5

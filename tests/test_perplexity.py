@@ -315,3 +315,35 @@ def test_nll_by_position_rejects_a_window_longer_than_the_texts(tok, random_mode
         ec.nll_by_position(random_model, tok, ["short"], window=16)
     with pytest.raises(ValueError, match="step"):
         ec.nll_by_position(random_model, tok, ["short text here"], window=4, step=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Batches by length, with padding bounded
+# ----------------------------------------------------------------------------------------------
+
+def test_length_batches_cap_rows_and_padding():
+    lengths = [257, 12, 103, 76, 69, 10, 257, 60, 59, 58, 57, 56, 55, 54, 53]
+    batches = ec.length_batches(lengths, batch_size=4)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))  # each index once
+    assert all(len(b) <= 4 for b in batches)
+    for b in batches:
+        widths = [lengths[i] for i in b]
+        assert widths == sorted(widths, reverse=True)
+        assert min(widths) >= 0.75 * max(widths)  # at most 25% of a batch is padding
+    assert [lengths[i] for i in batches[0]] == [257, 257] and [lengths[i] for i in batches[1]] == [103]
+
+
+def test_perplexity_eval_feeds_sorted_batches_with_bounded_padding(tok):
+    seen = []
+
+    def recording(ids):  # a uniform model that remembers what it was fed
+        seen.append(ids.clone())
+        return torch.zeros(*ids.shape, tok.vocab_size)
+
+    texts = ec.load_fixtures()["lm"]  # 19 short texts and one of 748 tokens
+    ec.perplexity_eval(recording, tok, texts, max_len=256, batch_size=8)
+    widths = [ids.shape[1] for ids in seen]
+    assert widths == sorted(widths, reverse=True) and all(ids.shape[0] <= 8 for ids in seen)
+    real = sum(int((ids != tok.pad_id).sum()) for ids in seen)
+    fed = sum(ids.numel() for ids in seen)
+    assert 1 - real / fed < 0.10, 1 - real / fed  # it was 73% with 8 texts to a batch

@@ -199,3 +199,16 @@ def test_robustness_normalises_as_it_is_clipped():
     assert ec.normalise_metric("robustness", 0.4) == pytest.approx(0.4)
     assert ec.normalise_metric("robustness", 1.2) == 1.0
     assert ec.normalise_metric("robustness", float("nan")) == 0.0
+
+
+def test_the_worst_case_includes_the_clean_score():
+    # example 0: right clean, wrong perturbed; example 1: wrong clean, right perturbed. Each one's
+    # worst over clean and perturbed is 0, so the worst case is 0.0; a worst case over the
+    # perturbations alone would say 0.5 and hide that example 1 is wrong as asked.
+    records = [{"index": 0, "perturbation": "clean", "score": 1.0, "changed": False},
+               {"index": 0, "perturbation": "uppercase", "score": 0.0, "changed": True},
+               {"index": 1, "perturbation": "clean", "score": 0.0, "changed": False},
+               {"index": 1, "perturbation": "uppercase", "score": 1.0, "changed": True}]
+    value, extras = ec._robustness_summary(records, ["uppercase"], 2, ec.exact_match, 0)
+    assert value == 0.0 and extras["worst_case"] == 0.0
+    assert extras["clean"] == 0.5 and extras["per_perturbation"]["uppercase"] == 0.5
