@@ -2017,9 +2017,14 @@ def _check_calibration_inputs(confidences, correct):
 def _bin_members(conf, n_bins, binning):
     """Indices of the examples in each bin, for equal-width or equal-mass binning."""
     if binning == "width":  # [lo, hi) as numpy.histogram, the top bin closed: 1.0 falls in it
+        import numpy
+
+        # numpy.histogram's own edges and rule, not int(c * n_bins): 0.29 * 100 is 28.999...
+        edges = numpy.linspace(0.0, 1.0, n_bins + 1)
+        index = numpy.searchsorted(edges, conf, side="right") - 1
         members = [[] for _ in range(n_bins)]
-        for i, c in enumerate(conf):
-            members[min(int(c * n_bins), n_bins - 1)].append(i)
+        for i, b in enumerate(index.tolist()):
+            members[min(b, n_bins - 1)].append(i)
         return members
     order = sorted(range(len(conf)), key=lambda i: conf[i])  # equal mass: sorted, cut into runs
     size, extra = divmod(len(conf), n_bins)
@@ -3212,30 +3217,58 @@ DEMO_STEPS = 300  # half the checkpoint's training: about 90 s on 2 cores
 
 
 def plot_report(report, path=None):
-    """Bar chart of each eval's normalised value with the aggregate, beside the per-example spread."""
+    """Each eval's normalised value (its raw value and interval written on the bar) with the
+    aggregate, beside every example's normalised score as a jittered strip; titled with the run."""
     import matplotlib
 
     if path is not None:
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    norm = report.normalised()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    ax1.bar(list(norm), list(norm.values()), color="tab:blue")
-    ax1.axhline(report.score, color="tab:red", linestyle="--", label=f"aggregate {report.score:.3f}")
-    ax1.set(ylim=(0, 1), ylabel="normalised value (0-1, higher is better)", title="Per-eval scores")
-    ax1.legend()
-    frame = report.to_frame().dropna(subset=["normalised"])
-    groups = [frame.loc[frame["eval"] == n, "normalised"].to_numpy() for n in norm]
-    ax2.boxplot(groups, tick_labels=list(norm))
-    for x, g in enumerate(groups, start=1):
-        ax2.scatter([x] * len(g), g, alpha=0.5, s=14, color="tab:gray")
-    ax2.set(ylim=(-0.02, 1.02), ylabel="normalised per-example score", title="Per-example spread")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _plot_values(ax1, report)
+    _plot_strips(ax2, report)
+    meta = report.meta
+    run = [f"{meta['model'].get('num_params', 0) / 1e6:.2f} M-parameter TinyGPT"
+           if isinstance(meta.get("model"), dict) else None,
+           f"seed {meta['seed']}" if "seed" in meta else None,
+           f"{meta['steps']} steps" if "steps" in meta else None]
+    fig.suptitle(" · ".join(x for x in run if x) or "Evaluation report")
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=100)
         plt.close(fig)
     return fig
+
+
+def _plot_values(ax, report):
+    norm = report.normalised()
+    bars = ax.bar(list(norm), list(norm.values()), color="tab:blue")
+    for bar, r in zip(bars, report.results):
+        label = f"{r.value:.4g}\n{_interval_text(r.extras.get('ci95'), '.3g')}"
+        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                    va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+    ax.axhline(report.score, color="tab:red", linestyle="--", label=f"aggregate {report.score:.3f}")
+    if report.ci95 is not None:
+        ax.axhspan(*report.ci95, color="tab:red", alpha=0.1, label="its 95% interval")
+    ax.set(ylim=(0, 1.1), ylabel="normalised value (0-1, higher is better)",
+           title="Per eval: raw value and 95% interval on each bar")
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def _plot_strips(ax, report):
+    """One jittered dot per example (no box: a box over 0/1 scores draws quartiles that do not
+    exist), and each eval's mean as a bar; the jitter is seeded, so the figure is reproducible."""
+    frame = report.to_frame().dropna(subset=["normalised"])
+    generator = torch.Generator().manual_seed(SEED)
+    for x, r in enumerate(report.results):
+        scores = torch.tensor(frame.loc[frame["eval"] == r.name, "normalised"].to_numpy(dtype=float))
+        jitter = (torch.rand(len(scores), generator=generator) - 0.5) * 0.5
+        ax.scatter(x + jitter, scores, s=14, alpha=0.6, color="tab:gray")
+        ax.hlines(float(scores.mean()), x - 0.3, x + 0.3, color="black")
+    ax.set_xticks(range(len(report.results)), [r.name for r in report.results])
+    ax.set(ylim=(-0.05, 1.05), ylabel="normalised per-example score",
+           title="Per example (jittered; black line: the mean)")
 
 
 def _versions():

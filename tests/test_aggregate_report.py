@@ -255,3 +255,24 @@ def test_report_from_real_evals(trained_model, tok, tmp_path):
     d = strict_loads(report.to_json(tmp_path / "r.json").read_text(encoding="utf-8"))
     assert d["evals"]["perplexity"]["n"] == 5
     assert len(report.to_frame()) == 6 + 3 + 3 + 3
+
+
+def test_plot_report_shows_raw_values_strips_and_the_run(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    report = ec.aggregate(results(*ALL), meta={"seed": 3, "steps": 40, "model": {"num_params": 859264}})
+    fig = ec.plot_report(report)
+    bars_ax, strips_ax = fig.axes
+    labels = [t.get_text() for t in bars_ax.texts]
+    assert labels[0].startswith(f"{math.e:.4g}")  # the raw perplexity, not only its normalised value
+    from matplotlib.collections import PathCollection
+
+    dots = [c for c in strips_ax.collections if isinstance(c, PathCollection)]
+    assert not strips_ax.patches and len(dots) == len(ALL)  # a strip of dots per eval, no boxes
+    em_dots = dots[1].get_offsets()
+    assert len({round(float(x), 6) for x, _ in em_dots}) == len(em_dots)  # jittered apart
+    title = fig._suptitle.get_text()
+    assert "seed 3" in title and "40 steps" in title and "0.86 M" in title
+    ec.plot_report(report, tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 1000

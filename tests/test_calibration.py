@@ -272,3 +272,19 @@ def test_default_weights_leave_the_original_aggregate_unchanged():
              ec.EvalResult("robustness", 0.2, [{"score": 0.2}])]
     assert ec.aggregate(four + extra).score == pytest.approx(ec.aggregate(four).score, abs=1e-15)
     assert ec.aggregate(four + extra).weights["calibration"] == 0.0
+
+
+@pytest.mark.parametrize("n_bins", [3, 7, 10, 15, 100])
+def test_bins_on_edges_follow_numpy_histogram_exactly(n_bins):
+    np = pytest.importorskip("numpy")
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    conf = sorted(set(edges.tolist() + [0.29, 0.3, 0.7, 0.1, 0.2, 1.0, 0.0, 0.999999]))
+    counts = [b["count"] for b in ec.calibration_bins(conf, [1] * len(conf), n_bins)]
+    assert counts == np.histogram(conf, bins=n_bins, range=(0.0, 1.0))[0].tolist()
+
+
+def test_bin_edge_cases_by_hand():
+    # int(0.29 * 100) is 28, but 0.29 is numpy's edge 29; 0.3 lies below numpy's 3rd edge of 10
+    by_bin = lambda c, n: next(i for i, b in enumerate(ec.calibration_bins([c], [1], n)) if b["count"])  # noqa: E731
+    assert by_bin(0.29, 100) == 29
+    assert by_bin(0.3, 10) == 2
