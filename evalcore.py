@@ -2353,6 +2353,41 @@ JUDGE_RUBRIC = (
     "Grade the content only: length, politeness and confidence earn nothing.")
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # worth asking again; other errors are not
 _judge_log = logging.getLogger("evalcore.judge")
+
+
+class _RedactKeys(logging.Filter):
+    """Rewrites any log record that holds a judge's API key (httpcore's DEBUG lines print the
+    response headers, and a careless server may echo the key in one)."""
+
+    keys = set()
+
+    def filter(self, record):
+        if self.keys:
+            text = record.getMessage()
+            if any(k in text for k in self.keys):
+                for k in self.keys:
+                    text = text.replace(k, "[api key]")
+                record.msg, record.args = text, None
+        return True
+
+
+for _name in ("evalcore.judge", "httpx", "httpcore", "httpcore.connection", "httpcore.http11",
+              "httpcore.http2", "httpcore.proxy", "httpcore.socks"):
+    logging.getLogger(_name).addFilter(_RedactKeys())
+
+
+def _check_api_key(key):
+    """The key with surrounding whitespace (a file's trailing newline) removed, None if empty;
+    ValueError, without the key in it, if an HTTP header cannot carry it."""
+    if key is None:
+        return None
+    if not isinstance(key, str):
+        raise ValueError(f"api_key must be a str or None, got a {type(key).__name__}")
+    key = key.strip()
+    if key and not re.fullmatch(r"[\x21-\x7e]+", key):
+        raise ValueError(f"api_key holds characters an HTTP header cannot carry (non-ASCII, spaces "
+                         f"or control characters; {len(key)} characters, not shown)")
+    return key or None
 _FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
 
 
@@ -2441,6 +2476,17 @@ def _check_number(name, value, low=0.0):
     return value
 
 
+def default_cache_key(base_url, model, messages):
+    """What a cached verdict is filed under: the endpoint, the model name and the exact messages.
+
+    The trade-off: with base_url in the key, the same judge behind another address (a local server
+    on a new free port) never reuses the cache; without it, two different servers that share a model
+    name would share verdicts. Neither part knows the model's version: a hosted model updated behind
+    the same name keeps its old verdicts, so name a dated version ("gpt-4o-2024-08-06") as model, or
+    pass cache_key=lambda url, model, messages: ... to choose what counts."""
+    return json.dumps([base_url, model, messages], sort_keys=True, ensure_ascii=False)
+
+
 class HTTPJudge:
     """An LLM judge behind an OpenAI-compatible chat-completions API, called like mock_judge.
 
@@ -2449,23 +2495,27 @@ class HTTPJudge:
 
     def __init__(self, base_url, model, api_key=None, timeout=30.0, max_retries=3, cache_dir=None,
                  backoff=0.5, max_backoff=8.0, max_retry_after=60.0, api_key_env="OPENAI_API_KEY",
-                 seed=SEED):
+                 seed=SEED, cache_key=None):
         if not isinstance(base_url, str) or not re.match(r"https?://", base_url):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty str, got {model!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
-        if api_key is not None and not isinstance(api_key, str):
-            raise ValueError(f"api_key must be a str or None, got a {type(api_key).__name__}")
         self.base_url, self.model, self.max_retries = base_url.rstrip("/"), model, max_retries
         self.timeout = _check_number("timeout", timeout, 1e-3)
         self.backoff = _check_number("backoff", backoff)
         self.max_backoff = _check_number("max_backoff", max_backoff)
         self.max_retry_after = _check_number("max_retry_after", max_retry_after)
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
-        key = api_key if api_key is not None else os.environ.get(api_key_env) or None
+        self.cache_key = default_cache_key if cache_key is None else cache_key
+        if not callable(self.cache_key):
+            raise ValueError(f"cache_key must be a function (base_url, model, messages) -> str, "
+                             f"got {cache_key!r}")
+        key = _check_api_key(api_key if api_key is not None else os.environ.get(api_key_env))
         self._key = key  # sent as a header only; _redact keeps it out of every message we write
+        if key:
+            _RedactKeys.keys.add(key)  # and out of every log record, httpx's and httpcore's too
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._rng = random.Random(seed)  # the jitter, seeded
         self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "unscored": 0}
@@ -2511,7 +2561,9 @@ class HTTPJudge:
     def _cache_path(self, messages):
         if self.cache_dir is None:
             return None
-        key = json.dumps([self.base_url, self.model, messages], sort_keys=True, ensure_ascii=False)
+        key = self.cache_key(self.base_url, self.model, messages)
+        if not isinstance(key, str):
+            raise ValueError(f"cache_key must return a str, got {type(key).__name__}")
         return self.cache_dir / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
 
     def _request(self, messages):
