@@ -349,13 +349,16 @@ def _packed_batch(stream, starts, batch_size, window, generator):
 
 
 def train_tinygpt(steps=CHECKPOINT_STEPS, seed=SEED, batch_size=16, lr=3e-3, progress=True,
-                  dropout=TRAIN_DROPOUT, train_len=None, **config):
+                  dropout=TRAIN_DROPOUT, train_len=None, threads=None, **config):
     """Train a fresh TinyGPT on the training text, seeded; returns it in eval mode.
 
     Training windows are train_len tokens (default: the model's max_len, so every position the
-    model has is trained), cut from the packed stream. The loss history is on `model.history`."""
+    model has is trained), cut from the packed stream. threads, if given, sets torch's thread count
+    (the weights depend on it in their last bits). The loss history is on `model.history`."""
     _positive_int("steps", steps)
     _positive_int("batch_size", batch_size)
+    if threads is not None:
+        torch.set_num_threads(_positive_int("threads", threads))
     tok = InstructionTokenizer()
     torch.manual_seed(seed)
     model = TinyGPT(tok.vocab_size, dropout=dropout, **config)
@@ -3265,7 +3268,11 @@ def save_hf(hf_model, hf_tokenizer, folder=HF_CHECKPOINT_DIR, **info):
 # 15. The demo: train briefly, run every eval, report
 # ---------------------------------------------------------------------------------------------
 
-DEMO_STEPS = 300  # half the checkpoint's training: about 90 s on 2 cores
+DEMO_STEPS = 300  # half the checkpoint's training
+# One thread: measured here, a training step takes 0.47 s on one thread and 0.275 s on two when the
+# machine is idle, but two threads collapse when anything else loads the second core (a demo took
+# 36 min so); one thread takes about the same time either way.
+DEMO_THREADS = 1
 
 
 def plot_report(report, path=None):
@@ -3349,13 +3356,15 @@ def provenance():
             "created_utc": _utc_now()}
 
 
-def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=True, per_token=False):
+def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=True, per_token=False,
+             threads=DEMO_THREADS):
     """Train TinyGPT briefly, run the four evals, print the table, write JSON and a PNG chart."""
     if Path(out).suffix != ".json":
         raise ValueError(f"out must name a .json file (the chart goes beside it), got {out!r}")
+    print(f"torch {torch.__version__} on {threads} thread(s), seed {seed}, {steps} training steps")
     t0 = time.perf_counter()
     tok = InstructionTokenizer()
-    model = train_tinygpt(steps=steps, seed=seed, progress=progress)
+    model = train_tinygpt(steps=steps, seed=seed, progress=progress, threads=threads)
     timings = {"train_s": time.perf_counter() - t0}
     fx = load_fixtures()
     results = []

@@ -306,3 +306,15 @@ def test_topic_paragraphs_keep_related_sentences_together():
     sentences = ["Bees make honey.", "Honey is sweet.", "Snakes have no legs.", "A snake slides.",
                  "We make tea."]
     assert ec.topic_paragraphs(sentences) == [sentences[:2], sentences[2:4], sentences[4:]]
+
+
+def test_training_sets_the_thread_count_when_asked():
+    before = torch.get_num_threads()
+    try:
+        ec.train_tinygpt(steps=1, batch_size=2, progress=False, d_model=16, n_layer=1, n_head=2,
+                         max_len=32, threads=2)
+        assert torch.get_num_threads() == 2
+        with pytest.raises(ValueError, match="threads"):
+            ec.train_tinygpt(steps=1, progress=False, threads=0)
+    finally:
+        torch.set_num_threads(before)
