@@ -1167,8 +1167,8 @@ def _check_weights(weights, present):
     return {n: weights[n] / total for n in present}
 
 
-def aggregate(results, weights=None, meta=None):
-    """Weighted mean of the normalised eval values, weights renormalised over the evals present."""
+def _check_results(results):
+    """results as a list, after checking: a non-empty list of EvalResult, known evals, each once."""
     results = list(results) if isinstance(results, (list, tuple)) else None
     if not results or not all(isinstance(r, EvalResult) for r in results):
         raise ValueError("results must be a non-empty list of EvalResult")
@@ -1178,6 +1178,13 @@ def aggregate(results, weights=None, meta=None):
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ValueError(f"results holds {dupes} more than once")
+    return results
+
+
+def aggregate(results, weights=None, meta=None):
+    """Weighted mean of the normalised eval values, weights renormalised over the evals present."""
+    results = _check_results(results)
+    names = [r.name for r in results]
     if weights is not None and not isinstance(weights, dict):
         raise ValueError(f"weights must be a dict of eval name -> weight, got {weights!r}")
     used = _check_weights(DEFAULT_WEIGHTS if weights is None else weights, names)
@@ -2175,11 +2182,6 @@ DISTRACTOR_SENTENCES = ("The library closes early on public holidays.",
                         "The kettle in the office is broken again.")
 
 
-def _check_text(text):
-    if not isinstance(text, str):
-        raise ValueError(f"text must be a str, got {text!r}")
-
-
 def _check_rate(rate):
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
         raise ValueError(f"rate must be a number in [0, 1], got {rate!r}")
@@ -2189,7 +2191,7 @@ def typos(text, seed=SEED, rate=0.1):
     """Each letter, with probability rate, is swapped with the next character, dropped or doubled.
 
     The draws depend on the seed and the text only, so a higher rate hits the same letters and more."""
-    _check_text(text)
+    _check_str("text", text)
     _check_rate(rate)
     rng = _seeded_rng(seed, "typos", text)
     draws = [(rng.random(), rng.choice(("swap", "drop", "double"))) for _ in text]
@@ -2208,7 +2210,7 @@ def typos(text, seed=SEED, rate=0.1):
 
 def change_case(text, seed=SEED, mode="lower"):
     """The text in lower case ("lower"), upper case ("upper") or with capitalised words ("title")."""
-    _check_text(text)
+    _check_str("text", text)
     if mode not in ("lower", "upper", "title"):
         raise ValueError(f"mode must be 'lower', 'upper' or 'title', got {mode!r}")
     return {"lower": text.lower, "upper": text.upper, "title": text.title}[mode]()
@@ -2216,7 +2218,7 @@ def change_case(text, seed=SEED, mode="lower"):
 
 def extra_whitespace(text, seed=SEED, max_extra=3):
     """Each run of spaces gets 0 to max_extra more spaces, drawn per run (HELM's "extra spaces")."""
-    _check_text(text)
+    _check_str("text", text)
     if isinstance(max_extra, bool) or not isinstance(max_extra, int) or max_extra < 0:
         raise ValueError(f"max_extra must be an int >= 0, got {max_extra!r}")
     rng = _seeded_rng(seed, "extra_whitespace", max_extra, text)
@@ -2236,25 +2238,25 @@ def _swap_phrases(text, table):
 
 def contract(text, seed=SEED):
     """Contract the phrases CONTRACTIONS lists ("What is" -> "What's"); possessives are untouched."""
-    _check_text(text)
+    _check_str("text", text)
     return _swap_phrases(text, CONTRACTIONS)
 
 
 def expand(text, seed=SEED):
     """Expand the contractions EXPANSIONS lists ("don't" -> "do not"); "Japan's" is untouched."""
-    _check_text(text)
+    _check_str("text", text)
     return _swap_phrases(text, EXPANSIONS)
 
 
 def paraphrase(text, seed=SEED):
     """The instruction inside one of PARAPHRASE_TEMPLATES, chosen by the seed and the text."""
-    _check_text(text)
+    _check_str("text", text)
     return _seeded_rng(seed, "paraphrase", text).choice(PARAPHRASE_TEMPLATES).format(q=text)
 
 
 def add_distractor(text, seed=SEED):
     """An irrelevant sentence from DISTRACTOR_SENTENCES, chosen by the seed and the text, put first."""
-    _check_text(text)
+    _check_str("text", text)
     return _seeded_rng(seed, "add_distractor", text).choice(DISTRACTOR_SENTENCES) + " " + text
 
 
@@ -2857,14 +2859,9 @@ def _results_of(results, model):
 
 
 def _normalised_values(results):
-    """{eval name: normalised value}, checked as aggregate checks results, but with no weights (an
+    """{eval name: normalised value}, checked as aggregate checks results but with no weights (an
     eval whose default weight is 0 still has a value)."""
-    names = [r.name for r in results]
-    for name in names:
-        _check_eval_name(name, "results")
-    if not names or len(set(names)) != len(names):
-        raise ValueError(f"results must hold each eval once, got {names}")
-    return {r.name: normalise_metric(r.name, r.value) for r in results}
+    return {r.name: normalise_metric(r.name, r.value) for r in _check_results(results)}
 
 
 def _model_features(results_by_model):
