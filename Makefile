@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lab bench checkpoint notebooks clean
+.PHONY: setup demo test lint format lab bench checkpoint notebooks sync editions clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,10 +18,18 @@ setup: $(STAMP)
 demo: $(STAMP)  ## train TinyGPT briefly, run every eval, write reports/report.json and .png
 	$(BIN)/python evalcore.py
 
-test: $(STAMP)  ## unit tests, then every notebook under nbval
+test: lint  ## ruff, then the unit tests and every notebook under nbval
 	$(BIN)/python -m pytest
 
-lab: $(STAMP)  ## open the lessons in JupyterLab
+lint: $(STAMP)  ## ruff: lint and formatting (configured in pyproject.toml)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)  ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+lab: $(STAMP)  ## open the lessons in JupyterLab; jupytext keeps each .ipynb and its .py in step on save
 	$(BIN)/jupyter lab notebooks/
 
 bench: $(STAMP)  ## performance figures, as ratios against baselines measured in the same run
@@ -31,8 +39,15 @@ checkpoint: $(STAMP)  ## retrain every shipped checkpoint from the seed (about 6
 	$(BIN)/python evalcore.py checkpoint
 	$(BIN)/python evalcore.py record
 
-notebooks: $(STAMP)  ## re-execute every lesson top to bottom in a fresh kernel, in place
+notebooks: sync  ## re-execute every lesson top to bottom in a fresh kernel, in place; rebuild the editions
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace --NotebookClient.record_timing=False notebooks/[0-9][0-9]_*.ipynb
+	$(MAKE) editions
+
+sync: $(STAMP)  ## bring each lesson's .ipynb and its text source (.py) in step: the newer file wins
+	$(BIN)/jupytext --sync notebooks/[0-9][0-9]_*.ipynb
+
+editions: $(STAMP)  ## build editions/student (solutions stubbed) and editions/live (live cells emptied)
+	$(BIN)/python tools/build_editions.py
 
 clean:
 	rm -rf $(VENV) reports .pytest_cache

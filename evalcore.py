@@ -1,25 +1,59 @@
 """evalcore: the shared code of a hands-on course on evaluating language models.
 
-Read top to bottom, it follows the lessons:
-  1. a byte tokenizer with INST/RESP/PAD specials and TinyGPT, a GPT-2-style decoder;
-  2. seeded training, a shipped checkpoint, and batched greedy decoding with a KV cache;
-  3. the fixtures the lessons evaluate on, and bootstrap intervals and paired differences;
-  4. perplexity (the next-token shift, padding kept out of the denominator, rolling windows);
-  5. exact match and its normalisation (plus the official SQuAD normalisation);
-  6. token F1 over a bag of tokens;
-  7. a deterministic mock LLM-as-judge;
-  8. the weighted aggregate and its report (text table, pandas, strict JSON);
-  9. evidence and protocol: reference loss in bits, wrappers, rubrics with gates, raters,
-     a frozen development/reserved protocol, rates with Wilson intervals;
- 10. calibration of multiple-choice confidences (ECE, MCE, temperature scaling);
- 11. robustness under input perturbations;
- 12. a real LLM judge over an OpenAI-compatible HTTP API, and judge bias checks;
- 13. aggregate weights learned from a preference order;
- 14. any Hugging Face causal LM behind the same interface, and the course's own BPE GPT-2;
- 15. the demo and the command line behind `python evalcore.py`.
+Every eval takes any `model` with the call `model(ids) -> logits`, ids a LongTensor (B, T) and
+logits (B, T, vocab_size), and returns an `EvalResult`; inputs go to the model's own device. The
+file reads top to bottom in lesson order: Part 0 is what every lesson shares, then one section per
+lesson,
+headed with its number and notebook, then two appendices of infrastructure. Every public docstring
+ends with the part it belongs to. The index (constants left out; `__all__` lists them too):
 
-Every eval takes any `model` with the call `model(ids) -> logits`, ids a LongTensor (B, T) and logits
-(B, T, vocab_size), and returns an `EvalResult`. Inputs are moved to the model's own device.
+Part 0 · Shared
+    model_logits, InstructionTokenizer, TinyGPTConfig, CausalSelfAttention, Block, TinyGPT,
+    training_groups, topic_paragraphs, question_framings, training_sequences, packed_stream,
+    train_tinygpt, train_on_stream, save_checkpoint, load_pretrained, generate, load_fixtures,
+    EvalResult, bootstrap_weights, weighted_mean, bootstrap_ci, bootstrap_distribution,
+    mcnemar_exact, paired_difference, with_interval, aggregate_interval, resampled_values,
+    paired_aggregate_difference
+Lesson 01 · Perplexity  (notebooks/01_perplexity_pitfalls.ipynb)
+    rolling_windows, token_losses, length_batches, perplexity_eval, nll_by_position
+Lesson 02 · Exact match and its normalisation  (notebooks/02_exact_match_normalisation.ipynb)
+    normalise_em, normalise_squad, exact_match, exact_match_eval
+Lesson 03 · Token F1  (notebooks/03_token_f1.ipynb)
+    normalise_f1, f1_counts, token_f1, token_f1_eval
+Lesson 04 · A mock LLM-as-judge  (notebooks/04_mock_judge.ipynb)
+    mock_judge, JudgeUnavailable, judge_eval
+Lesson 05 · The weighted aggregate and the report  (notebooks/05_aggregation_report.ipynb)
+    EvalSpec, normalise_metric, aggregate, core_evals, FinalReport, plot_report
+Lesson 06 · Evidence and protocol  (notebooks/06_evidence_and_protocol.ipynb)
+    check_split, load_notices, notice_prompt, surprise_bits, mean_bits, ReferenceLoss,
+    reference_loss, contract_value, task_success, wrap_raw, wrap_first_time, wrap_source_rule,
+    source_support, anchored_clarity, rubric_labels, Rubric, rubric_score, percent_agreement,
+    cohen_kappa, confusion_table, load_raters, rater_labels, rater_disputes, score_development,
+    ProtocolLog, protocol_body, freeze_protocol, reveal_reserved, wilson_interval, Rate,
+    success_rate, rate_table, cases_needed, critical_failures, decision_brief, load_recording,
+    recorded_responses
+Lesson 07 · Calibration  (notebooks/07_calibration.ipynb)
+    multiple_choice_items, completion_logliks, choice_logliks, choice_probabilities,
+    calibration_bins, expected_calibration_error, max_calibration_error, TemperatureAtGridEdge,
+    fit_temperature, calibration_result, calibration_eval, answer_confidences
+Lesson 08 · Robustness under perturbation  (notebooks/08_robustness.ipynb)
+    typos, change_case, extra_whitespace, use_contractions, expand_contractions, paraphrase,
+    add_distractor, lowercase, uppercase, robustness_eval
+Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
+    judge_messages, parse_judge_reply, verbosity_check, pass_fail_agreement,
+    judge_metric_agreement, judge_pair_agreement; the judge HTTPJudge and JudgeServer (Appendix A)
+Lesson 10 · Learning aggregate weights  (notebooks/10_learning_weights.ipynb)
+    aggregate_models, WeightFit, fit_weights, leave_one_model_out
+Lesson 11 · A real Hugging Face model  (notebooks/11_real_model.ipynb)
+    HFModelInfo, HFCausalLM, HFTokenizer, wrap_hf, load_hf, check_hf_folder, choice_accuracy,
+    train_bpe_tokenizer, train_hf_model, save_hf
+Lesson 12 · Beyond English  (notebooks/12_beyond_english.ipynb)
+    load_beyond_english, segment_mixed
+Appendix A · HTTP transport
+    default_cache_key, HTTPJudge, JudgeServer, serve_judge
+Appendix B · The command line
+    provenance, run_demo, build_checkpoint, build_hf_checkpoint, build_checkpoints, record_06,
+    main
 """
 
 import argparse
@@ -35,21 +69,108 @@ import string
 import sys
 import threading
 import time
+import unicodedata
 import warnings
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import UTC
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+# fmt: off
+__all__ = [
+    # Part 0 · Shared
+    "ROOT", "FIXTURES_PATH", "CHECKPOINT_PATH", "EARLY_CHECKPOINT_PATH",
+    "SHORT_CHECKPOINT_PATH", "SEED", "model_logits", "InstructionTokenizer", "TinyGPTConfig",
+    "CausalSelfAttention", "Block", "TinyGPT", "CHECKPOINT_STEPS", "EARLY_CHECKPOINT_STEPS",
+    "SHORT_CHECKPOINT_STEPS", "SHORT_TRAIN_LEN", "CHECKPOINT_THREADS", "TRAIN_DROPOUT",
+    "STREAM_PASSES", "QUESTION_FRAMINGS", "training_groups", "topic_paragraphs",
+    "question_framings", "training_sequences", "packed_stream", "train_tinygpt",
+    "train_on_stream", "save_checkpoint", "load_pretrained", "generate", "load_fixtures",
+    "EvalResult", "bootstrap_weights", "weighted_mean", "bootstrap_ci",
+    "bootstrap_distribution", "mcnemar_exact", "paired_difference", "with_interval",
+    "aggregate_interval", "resampled_values", "paired_aggregate_difference",
+    # Lesson 01 · Perplexity
+    "rolling_windows", "token_losses", "MAX_PADDING", "length_batches", "perplexity_eval",
+    "nll_by_position",
+    # Lesson 02 · Exact match and its normalisation
+    "normalise_em", "normalise_squad", "exact_match", "exact_match_eval",
+    # Lesson 03 · Token F1
+    "normalise_f1", "f1_counts", "token_f1", "token_f1_eval",
+    # Lesson 04 · A mock LLM-as-judge
+    "mock_judge", "JudgeUnavailable", "judge_eval",
+    # Lesson 05 · The weighted aggregate and the report
+    "EvalSpec", "EVALS", "DEFAULT_WEIGHTS", "SCHEMA_VERSION", "normalise_metric", "aggregate",
+    "core_evals", "FinalReport", "plot_report",
+    # Lesson 06 · Evidence and protocol
+    "NOTICES_PATH", "RATERS_PATH", "RECORDING_06_PATH", "UNKNOWN", "SPLITS", "NOT_APPLICABLE",
+    "PROMPT_06", "RECORD_MAX_NEW_TOKENS", "check_split", "load_notices", "notice_prompt",
+    "surprise_bits", "mean_bits", "ReferenceLoss", "reference_loss", "contract_value",
+    "task_success", "wrap_raw", "wrap_first_time", "wrap_source_rule", "WRAPPERS", "CRITERIA",
+    "source_support", "anchored_clarity", "rubric_labels", "Rubric", "rubric_score",
+    "percent_agreement", "cohen_kappa", "confusion_table", "load_raters", "rater_labels",
+    "rater_disputes", "score_development", "ProtocolLog", "PROTOCOL_FIELDS", "protocol_body",
+    "freeze_protocol", "reveal_reserved", "Z95", "wilson_interval", "Rate", "success_rate",
+    "rate_table", "cases_needed", "critical_failures", "decision_brief", "load_recording",
+    "recorded_responses",
+    # Lesson 07 · Calibration
+    "MULTIPLE_CHOICE_PATH", "BINNINGS", "multiple_choice_items", "completion_logliks",
+    "choice_logliks", "choice_probabilities", "calibration_bins", "expected_calibration_error",
+    "max_calibration_error", "TemperatureAtGridEdge", "fit_temperature", "calibration_result",
+    "calibration_eval", "answer_confidences",
+    # Lesson 08 · Robustness under perturbation
+    "CONTRACTIONS", "EXPANSIONS", "PARAPHRASE_TEMPLATES", "DISTRACTOR_SENTENCES", "typos",
+    "change_case", "extra_whitespace", "use_contractions", "expand_contractions", "paraphrase",
+    "add_distractor", "lowercase", "uppercase", "PERTURBATIONS", "robustness_eval",
+    # Lesson 09 · A real judge over HTTP
+    "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER",
+    "verbosity_check", "pass_fail_agreement", "judge_metric_agreement", "judge_pair_agreement",
+    # Lesson 10 · Learning aggregate weights
+    "aggregate_models", "WeightFit", "fit_weights", "leave_one_model_out",
+    # Lesson 11 · A real Hugging Face model
+    "HF_CHECKPOINT_DIR", "HF_MANIFEST", "HF_VOCAB_SIZE", "HF_STEPS", "PLAIN_PROMPT",
+    "PLAIN_ANSWER_PREFIX", "HFModelInfo", "HFCausalLM", "HFTokenizer", "wrap_hf", "load_hf",
+    "check_hf_folder", "choice_accuracy", "train_bpe_tokenizer", "train_hf_model", "save_hf",
+    # Lesson 12 · Beyond English
+    "BEYOND_ENGLISH_PATH", "PREDICTION_KINDS", "load_beyond_english", "segment_mixed",
+    "SEGMENTATIONS",
+    # Appendix A · HTTP transport
+    "RETRY_STATUSES", "default_cache_key", "HTTPJudge", "JudgeServer", "serve_judge",
+    # Appendix B · The command line
+    "DEMO_STEPS", "DEMO_THREADS", "provenance", "run_demo", "build_checkpoint",
+    "build_hf_checkpoint", "build_checkpoints", "record_06", "main",
+]
+# fmt: on
+
+
+# =================================================================================================
+# Part 0 · Shared: paths, helpers, TinyGPT, training, fixtures, results, uncertainty
+# =================================================================================================
+
+# Paths, seed, argument checks and small helpers --------------------------------------------------
+
+
 ROOT = Path(__file__).resolve().parent
+
+
 FIXTURES_PATH = ROOT / "data" / "fixtures.json"
+
+
 CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt.pt"
+
+
 EARLY_CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt_early.pt"  # under-trained, for comparisons
+
+
 SHORT_CHECKPOINT_PATH = ROOT / "checkpoints" / "tinygpt_short.pt"  # trained on short windows only
+
+
 SEED = 0
 
 
@@ -81,24 +202,37 @@ class _eval_mode:
 
 def model_logits(model, ids):
     """model(ids) checked: ids must lie in the model's vocabulary and the answer must be logits
-    (B, T, V) with V covering every id; anything else is a ValueError that says what to do."""
+    (B, T, V) with V covering every id; anything else is a ValueError that says what to do.
+
+    Part 0 (shared by every lesson)."""
     top = int(ids.max()) if ids.numel() else -1
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if isinstance(vocab, int) and top >= vocab:
-        raise ValueError(f"token id {top} is outside the model's vocabulary of {vocab}: "
-                         "the tokenizer does not belong to this model")
+        raise ValueError(
+            f"token id {top} is outside the model's vocabulary of {vocab}: "
+            "the tokenizer does not belong to this model"
+        )
     out = model(ids)
     if not isinstance(out, torch.Tensor):
-        hint = (" It has .logits, as a Hugging Face model's output has: wrap the model first, "
-                "model, tok = evalcore.wrap_hf(hf_model, hf_tokenizer)." if hasattr(out, "logits") else "")
-        raise ValueError(f"model(ids) must return a logits tensor (B, T, V), got "
-                         f"{type(out).__name__}.{hint}")
+        hint = (
+            " It has .logits, as a Hugging Face model's output has: wrap the model first, "
+            "model, tok = evalcore.wrap_hf(hf_model, hf_tokenizer)."
+            if hasattr(out, "logits")
+            else ""
+        )
+        raise ValueError(
+            f"model(ids) must return a logits tensor (B, T, V), got {type(out).__name__}.{hint}"
+        )
     if out.dim() != 3 or out.shape[:2] != ids.shape:
-        raise ValueError(f"model(ids) returned shape {tuple(out.shape)} for ids of shape "
-                         f"{tuple(ids.shape)}: expected (B, T, V) = ({ids.shape[0]}, {ids.shape[1]}, V)")
+        raise ValueError(
+            f"model(ids) returned shape {tuple(out.shape)} for ids of shape "
+            f"{tuple(ids.shape)}: expected (B, T, V) = ({ids.shape[0]}, {ids.shape[1]}, V)"
+        )
     if top >= out.shape[-1]:
-        raise ValueError(f"token id {top} is outside the model's vocabulary of {out.shape[-1]}: "
-                         "the tokenizer does not belong to this model")
+        raise ValueError(
+            f"token id {top} is outside the model's vocabulary of {out.shape[-1]}: "
+            "the tokenizer does not belong to this model"
+        )
     return out
 
 
@@ -107,15 +241,112 @@ def _exp(x):
     return math.exp(x) if x < 709.0 else math.inf
 
 
-def _positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _is_real(value, integer=False):
+    """An int (or, unless integer, a float), never a bool, which Python counts as an int."""
+    return not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+
+
+def _in_range(value, low=None, high=None, *, open_low=False, open_high=False, integer=False):
+    """A finite real number within [low, high]; open_low / open_high exclude that end."""
+    return (
+        _is_real(value, integer)
+        and math.isfinite(value)
+        and (low is None or (value > low if open_low else value >= low))
+        and (high is None or (value < high if open_high else value <= high))
+    )
+
+
+def _range_text(low, high, open_low, open_high):
+    if low is not None and high is not None:
+        return f" in {'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
+    if low is not None:
+        return f" {'>' if open_low else '>='} {low}"
+    return "" if high is None else f" {'<' if open_high else '<='} {high}"
+
+
+def _check_number(
+    name, value, low=None, high=None, *, open_low=False, open_high=False, integer=False
+):
+    """value if _in_range, else a ValueError naming the argument, the range and the value: the one
+    check every numeric argument goes through."""
+    if not _in_range(value, low, high, open_low=open_low, open_high=open_high, integer=integer):
+        kind = "an int" if integer else "a finite number"
+        raise ValueError(
+            f"{name} must be {kind}{_range_text(low, high, open_low, open_high)}, got {value!r}"
+        )
     return value
 
 
-# ---------------------------------------------------------------------------------------------
-# 1. Tokenizer and model
-# ---------------------------------------------------------------------------------------------
+def _positive_int(name, value):
+    return _check_number(name, value, 1, integer=True)
+
+
+def _check_str(name, value):
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a str, got {type(value).__name__}: {value!r}")
+
+
+def _check_strings(name, values):
+    """ValueError naming the argument unless values is a non-empty list (or tuple) of str."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValueError(f"{name} must be a non-empty list of str, got {values!r}")
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            raise ValueError(f"{name}[{i}] must be a str, got {v!r}")
+
+
+def _floats(name, values):
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a list of numbers, got {values!r}") from None
+
+
+def _mean(values):
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def _seeded_rng(seed, *parts):
+    """A random.Random seeded from SHA-256 of seed and parts: the same draws on every machine."""
+    import random
+
+    key = "\x1f".join(str(p) for p in (seed, *parts)).encode("utf-8")
+    return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
+
+
+def _sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _canonical_sha256(obj):
+    blob = json.dumps(_json_safe(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _json_safe(obj):
+    """A copy of obj that strict JSON accepts: NaN and infinity become None, tuples lists."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, torch.Tensor):
+        return _json_safe(obj.tolist())
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    if hasattr(obj, "item"):  # numpy scalars
+        return _json_safe(obj.item())
+    raise ValueError(f"cannot write {type(obj).__name__} {obj!r} to JSON")
+
+
+def _scored(records):
+    return [r for r in records if r.get("score") is not None]
+
+
+# The byte tokenizer and TinyGPT ------------------------------------------------------------------
+
 
 class InstructionTokenizer:
     """Byte-level tokenizer: one id per UTF-8 byte (0-255) plus three specials above that range.
@@ -126,7 +357,9 @@ class InstructionTokenizer:
 
     The evals use only this interface: encode, decode, encode_prompt, encode_answer, decode_answer,
     pad_id, stop_ids and bos_ids. HFTokenizer (lesson 11) gives a Hugging Face tokenizer the same.
-    """
+
+
+    Part 0 (shared by every lesson)."""
 
     inst_id = 256
     resp_id = 257
@@ -169,7 +402,9 @@ class InstructionTokenizer:
 
 @dataclass
 class TinyGPTConfig:
-    """The sizes of a TinyGPT (the defaults make 0.86 M parameters)."""
+    """The sizes of a TinyGPT (the defaults make 0.86 M parameters).
+
+    Part 0 (shared by every lesson)."""
 
     vocab_size: int = InstructionTokenizer.vocab_size
     d_model: int = 128  # width of the residual stream
@@ -180,7 +415,9 @@ class TinyGPTConfig:
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention in which a position sees only itself and earlier positions."""
+    """Multi-head self-attention in which a position sees only itself and earlier positions.
+
+    Part 0 (shared by every lesson)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -205,15 +442,21 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+    """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x)).
+
+    Part 0 (shared by every lesson)."""
 
     def __init__(self, cfg):
         super().__init__()
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = CausalSelfAttention(cfg)
         self.ln2 = nn.LayerNorm(cfg.d_model)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(),
-                                 nn.Linear(4 * cfg.d_model, cfg.d_model), nn.Dropout(cfg.dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, 4 * cfg.d_model),
+            nn.GELU(),
+            nn.Linear(4 * cfg.d_model, cfg.d_model),
+            nn.Dropout(cfg.dropout),
+        )
 
     def forward(self, x, mask=None, cache=None):
         x = x + self.attn(self.ln1(x), mask, cache)
@@ -221,7 +464,9 @@ class Block(nn.Module):
 
 
 class TinyGPT(nn.Module):
-    """A GPT-2-style decoder-only transformer; model(ids) -> logits (B, T, vocab_size)."""
+    """A GPT-2-style decoder-only transformer; model(ids) -> logits (B, T, vocab_size).
+
+    Part 0 (shared by every lesson)."""
 
     def __init__(self, vocab_size, d_model=128, n_layer=4, n_head=4, max_len=256, dropout=0.0):
         super().__init__()
@@ -260,32 +505,54 @@ class TinyGPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-# ---------------------------------------------------------------------------------------------
-# 2. Training, the shipped checkpoint, and greedy decoding
-# ---------------------------------------------------------------------------------------------
+# Training, the shipped checkpoints, and greedy decoding ------------------------------------------
+
 
 CHECKPOINT_STEPS = 600  # what `make checkpoint` trains; the demo trains less by default
+
+
 EARLY_CHECKPOINT_STEPS = 100  # the under-trained checkpoint the lessons compare against
+
+
 SHORT_CHECKPOINT_STEPS = 600  # the checkpoint trained only on windows of SHORT_TRAIN_LEN tokens
+
+
 SHORT_TRAIN_LEN = 64  # lesson 01: positions 64-255 of that model never saw a gradient
+
+
 CHECKPOINT_THREADS = 2  # results depend on the thread count: `make checkpoint` pins it
+
+
 TRAIN_DROPOUT = 0.1  # without dropout the model memorises the training questions byte for byte
+
+
 STREAM_PASSES = 8  # shuffled passes over the training sequences packed into the training stream
 
 
 # Each training question is also asked in these framings, so that the model keys on the question's
 # content rather than memorising its exact bytes (a 0.86M-parameter model memorises readily).
-QUESTION_FRAMINGS = ("{q}", "Question: {q}", "Please answer this. {q}", "{bare}", "{lower}", "{bare}?")
+QUESTION_FRAMINGS = (
+    "{q}",
+    "Question: {q}",
+    "Please answer this. {q}",
+    "{bare}",
+    "{lower}",
+    "{bare}?",
+)
 
 
 def training_groups(tok, after_statement=None):
     """The training text as groups of token lists that stay together in the stream, so that what
     came before helps: the fact statements by topic, each followed by after_statement (default: a
     space, as between sentences of running text), and each Q&A pair's framings, each a prompt and
-    its closed answer."""
+    its closed answer.
+
+    Part 0 (shared by every lesson)."""
     train = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
     after = tok.encode(" ") if after_statement is None else list(after_statement)
-    topics = [[tok.encode(s) + after for s in topic] for topic in topic_paragraphs(train["statements"])]
+    topics = [
+        [tok.encode(s) + after for s in topic] for topic in topic_paragraphs(train["statements"])
+    ]
     groups = list(topics)
     for q, a in train["qa"]:
         groups.append([tok.encode_prompt(f) + tok.encode_answer(a) for f in question_framings(q)])
@@ -297,13 +564,36 @@ def _content_words(sentence):
     return {w.rstrip("s") for w in words if len(w) >= 4 and w not in _COMMON_WORDS}
 
 
-_COMMON_WORDS = {"about", "every", "from", "have", "like", "live", "make", "many", "more", "most",
-                 "much", "once", "other", "than", "that", "their", "they", "this", "very", "when",
-                 "with", "your"}
+_COMMON_WORDS = {
+    "about",
+    "every",
+    "from",
+    "have",
+    "like",
+    "live",
+    "make",
+    "many",
+    "more",
+    "most",
+    "much",
+    "once",
+    "other",
+    "than",
+    "that",
+    "their",
+    "they",
+    "this",
+    "very",
+    "when",
+    "with",
+    "your",
+}
 
 
 def topic_paragraphs(sentences):
-    """Consecutive sentences grouped while each shares a content word with the group so far."""
+    """Consecutive sentences grouped while each shares a content word with the group so far.
+
+    Part 0 (shared by every lesson)."""
     groups = []
     for s in sentences:
         if groups and _content_words(s) & set().union(*map(_content_words, groups[-1])):
@@ -314,19 +604,29 @@ def topic_paragraphs(sentences):
 
 
 def question_framings(question):
-    """The question in each of QUESTION_FRAMINGS, without duplicates, in a fixed order."""
-    return sorted({f.format(q=question, bare=question.rstrip(".?!"), lower=question.lower())
-                   for f in QUESTION_FRAMINGS})
+    """The question in each of QUESTION_FRAMINGS, without duplicates, in a fixed order.
+
+    Part 0 (shared by every lesson)."""
+    return sorted(
+        {
+            f.format(q=question, bare=question.rstrip(".?!"), lower=question.lower())
+            for f in QUESTION_FRAMINGS
+        }
+    )
 
 
 def training_sequences(tok):
-    """Every token list the model trains on (training_groups, flattened)."""
+    """Every token list the model trains on (training_groups, flattened).
+
+    Part 0 (shared by every lesson)."""
     return [seq for group in training_groups(tok) for seq in group]
 
 
 def packed_stream(groups, generator, passes=STREAM_PASSES):
     """The groups in `passes` shuffled orders (each group's members shuffled too), joined into one
-    token stream, and the offset at which each sequence starts. Nothing is padded."""
+    token stream, and the offset at which each sequence starts. Nothing is padded.
+
+    Part 0 (shared by every lesson)."""
     stream, starts = [], []
     for _ in range(passes):
         for g in torch.randperm(len(groups), generator=generator).tolist():
@@ -338,7 +638,8 @@ def packed_stream(groups, generator, passes=STREAM_PASSES):
 
 def _packed_batch(stream, starts, batch_size, window, generator):
     """batch_size windows of window + 1 tokens: half begin where a sequence begins (so a prompt at
-    position 0 is trained), half at a uniformly random offset. Returns inputs and targets (B, window)."""
+    position 0 is trained), half at a uniformly random offset. Returns inputs and targets
+    (B, window)."""
     starts = starts[starts <= len(stream) - window - 1]
     aligned = starts[torch.randint(len(starts), (batch_size,), generator=generator)]
     anywhere = torch.randint(len(stream) - window, (batch_size,), generator=generator)
@@ -348,13 +649,24 @@ def _packed_batch(stream, starts, batch_size, window, generator):
     return rows[:, :-1], rows[:, 1:]
 
 
-def train_tinygpt(steps=CHECKPOINT_STEPS, seed=SEED, batch_size=16, lr=3e-3, progress=True,
-                  dropout=TRAIN_DROPOUT, train_len=None, threads=None, **config):
+def train_tinygpt(
+    steps=CHECKPOINT_STEPS,
+    seed=SEED,
+    batch_size=16,
+    lr=3e-3,
+    progress=True,
+    dropout=TRAIN_DROPOUT,
+    train_len=None,
+    threads=None,
+    **config,
+):
     """Train a fresh TinyGPT on the training text, seeded; returns it in eval mode.
 
     Training windows are train_len tokens (default: the model's max_len, so every position the
     model has is trained), cut from the packed stream. threads, if given, sets torch's thread count
-    (the weights depend on it in their last bits). The loss history is on `model.history`."""
+    (the weights depend on it in their last bits). The loss history is on `model.history`.
+
+    Part 0 (shared by every lesson)."""
     _positive_int("steps", steps)
     _positive_int("batch_size", batch_size)
     if threads is not None:
@@ -364,18 +676,44 @@ def train_tinygpt(steps=CHECKPOINT_STEPS, seed=SEED, batch_size=16, lr=3e-3, pro
     model = TinyGPT(tok.vocab_size, dropout=dropout, **config)
     train_len = model.config.max_len if train_len is None else _positive_int("train_len", train_len)
     if train_len > model.config.max_len:
-        raise ValueError(f"train_len={train_len} exceeds the model's max_len={model.config.max_len}")
+        raise ValueError(
+            f"train_len={train_len} exceeds the model's max_len={model.config.max_len}"
+        )
     generator = torch.Generator().manual_seed(seed)
     stream, starts = packed_stream(training_groups(tok), generator)
-    model.history = train_on_stream(model, model, stream, starts, steps, batch_size, train_len, lr,
-                                    generator, "training TinyGPT", progress)
+    model.history = train_on_stream(
+        model,
+        model,
+        stream,
+        starts,
+        steps,
+        batch_size,
+        train_len,
+        lr,
+        generator,
+        "training TinyGPT",
+        progress,
+    )
     return model
 
 
-def train_on_stream(model, forward, stream, starts, steps, batch_size, window, lr, generator,
-                    desc="training", progress=True):
+def train_on_stream(
+    model,
+    forward,
+    stream,
+    starts,
+    steps,
+    batch_size,
+    window,
+    lr,
+    generator,
+    desc="training",
+    progress=True,
+):
     """AdamW with a one-cycle schedule on windows of the packed stream; forward(ids) -> logits.
-    Leaves the model in eval mode and returns the loss of every step."""
+    Leaves the model in eval mode and returns the loss of every step.
+
+    Part 0 (shared by every lesson)."""
     from tqdm.auto import tqdm
 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -405,33 +743,42 @@ def _one_cycle(opt, lr, steps):
     return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
 
 
-def _sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def save_checkpoint(model, path=CHECKPOINT_PATH, **info):
-    """Write the weights and, beside them, a JSON manifest with their SHA-256 and `info`."""
+    """Write the weights and, beside them, a JSON manifest with their SHA-256 and `info`.
+
+    Part 0 (shared by every lesson)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"config": asdict(model.config), "state_dict": model.state_dict()}, path)
-    manifest = {"file": path.name, "sha256": _sha256(path), "config": asdict(model.config),
-                "num_params": model.num_params(), **info}
+    manifest = {
+        "file": path.name,
+        "sha256": _sha256(path),
+        "config": asdict(model.config),
+        "num_params": model.num_params(),
+        **info,
+    }
     path.with_suffix(".json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return manifest
 
 
 def load_pretrained(path=CHECKPOINT_PATH):
-    """The shipped, trained TinyGPT (eval mode, CPU), after checking the file's SHA-256."""
+    """The shipped, trained TinyGPT (eval mode, CPU), after checking the file's SHA-256.
+
+    Part 0 (shared by every lesson)."""
     path = Path(path)
     manifest_path = path.with_suffix(".json")
     if not path.is_file() or not manifest_path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path} (with {manifest_path.name}); "
-                                "run `make checkpoint` to rebuild it")
+        raise FileNotFoundError(
+            f"no checkpoint at {path} (with {manifest_path.name}); "
+            "run `make checkpoint` to rebuild it"
+        )
     expected = json.loads(manifest_path.read_text(encoding="utf-8"))["sha256"]
     actual = _sha256(path)
     if actual != expected:
-        raise ValueError(f"checkpoint {path} has SHA-256 {actual}, manifest says {expected}: "
-                         "the file is damaged (or a Git LFS pointer); run `make checkpoint`")
+        raise ValueError(
+            f"checkpoint {path} has SHA-256 {actual}, manifest says {expected}: "
+            "the file is damaged (or a Git LFS pointer); run `make checkpoint`"
+        )
     blob = torch.load(path, map_location="cpu", weights_only=True)
     model = TinyGPT(**blob["config"])
     model.load_state_dict(blob["state_dict"])
@@ -452,26 +799,14 @@ def _generate_uncached(model, tok, instruction, max_new_tokens):
     return tok.decode_answer(out)
 
 
-def _check_str(name, value):
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a str, got {type(value).__name__}: {value!r}")
-
-
-def _check_strings(name, values):
-    """ValueError naming the argument unless values is a non-empty list (or tuple) of str."""
-    if not isinstance(values, (list, tuple)) or not values:
-        raise ValueError(f"{name} must be a non-empty list of str, got {values!r}")
-    for i, v in enumerate(values):
-        if not isinstance(v, str):
-            raise ValueError(f"{name}[{i}] must be a str, got {v!r}")
-
-
 @torch.no_grad()
 def generate(model, tok, instructions, max_new_tokens=48):
     """Greedy answers, one str per instruction, decoded until PAD (or another special).
 
     TinyGPT is decoded in one left-padded batch with a KV cache; any other callable model is
-    decoded one prompt at a time without a cache. Batched and one-at-a-time calls agree."""
+    decoded one prompt at a time without a cache. Batched and one-at-a-time calls agree.
+
+    Part 0 (shared by every lesson)."""
     _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
     with _eval_mode(model):
@@ -485,14 +820,16 @@ def _generate_batched(model, tok, instructions, max_new_tokens):
     prompts = [tok.encode_prompt(s) for s in instructions]
     B, L = len(prompts), max(map(len, prompts))
     if L + max_new_tokens > model.config.max_len:
-        raise ValueError(f"longest prompt ({L} tokens) + max_new_tokens={max_new_tokens} "
-                         f"exceeds the model's max_len={model.config.max_len}")
+        raise ValueError(
+            f"longest prompt ({L} tokens) + max_new_tokens={max_new_tokens} "
+            f"exceeds the model's max_len={model.config.max_len}"
+        )
     device = _device_of(model)
     ids = torch.full((B, L), tok.pad_id, dtype=torch.long)
     valid = torch.zeros(B, L, dtype=torch.bool)
     for i, p in enumerate(prompts):  # left padding: every prompt ends at column L - 1
-        ids[i, L - len(p):] = torch.tensor(p)
-        valid[i, L - len(p):] = True
+        ids[i, L - len(p) :] = torch.tensor(p)
+        valid[i, L - len(p) :] = True
     ids, valid = ids.to(device), valid.to(device)
     positions = (valid.long().cumsum(1) - 1).clamp(min=0)  # (B, L): each prompt starts at 0
     causal = torch.ones(L, L, dtype=torch.bool, device=device).tril()
@@ -515,15 +852,17 @@ def _generate_batched(model, tok, instructions, max_new_tokens):
     return [tok.decode(t for t in row if t != tok.pad_id) for row in answers]
 
 
-# ---------------------------------------------------------------------------------------------
-# 3. Fixtures, results, and their uncertainty
-# ---------------------------------------------------------------------------------------------
+# The fixtures and EvalResult ---------------------------------------------------------------------
+
 
 def load_fixtures():
-    """The held-out data: "lm" (20 texts) and "em", "f1", "judge" (20 (instruction, reference) each).
+    """The held-out data: "lm" (20 texts) and "em", "f1", "judge" (20 (instruction, reference)
+    each).
 
     A reference is a str, or a list of acceptable answers. None of it appears verbatim in the
-    training text, which states the same facts in other words."""
+    training text, which states the same facts in other words.
+
+    Part 0 (shared by every lesson)."""
     raw = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))
     pairs = {k: [(q, a) for q, a in raw[k]] for k in ("em", "f1", "judge")}
     return {"lm": list(raw["lm"]), **pairs}
@@ -531,7 +870,9 @@ def load_fixtures():
 
 @dataclass
 class EvalResult:
-    """What every eval returns: its value, a record per example, and eval-specific extras."""
+    """What every eval returns: its value, a record per example, and eval-specific extras.
+
+    Part 0 (shared by every lesson)."""
 
     name: str  # "perplexity", "exact_match", "token_f1" or "judge"
     value: float  # the metric in its natural unit
@@ -540,7 +881,6 @@ class EvalResult:
 
 
 # Uncertainty: every number with its interval --------------------------------------------------
-
 def _group_index(groups, n):
     """Each example's group as 0..G-1 (in order of first appearance), and G."""
     if not isinstance(groups, (list, tuple)) or len(groups) != n:
@@ -551,7 +891,9 @@ def _group_index(groups, n):
 
 def bootstrap_weights(n, groups=None, n_resamples=2000, seed=SEED):
     """(n_resamples, n) draw counts: how often each example is drawn in each resample. With
-    groups, whole groups are drawn (a cluster bootstrap) and each example counts its group's draws."""
+    groups, whole groups are drawn (a cluster bootstrap) and each example counts its group's draws.
+
+    Part 0 (shared by every lesson)."""
     index, n_units = (list(range(n)), n) if groups is None else _group_index(groups, n)
     generator = torch.Generator().manual_seed(seed)
     drawn = torch.randint(n_units, (n_resamples, n_units), generator=generator)  # (R, G)
@@ -561,31 +903,39 @@ def bootstrap_weights(n, groups=None, n_resamples=2000, seed=SEED):
 
 
 def weighted_mean(values, weights):
-    """The mean of values (n,) under each row of draw counts weights (R, n): (R,)."""
+    """The mean of values (n,) under each row of draw counts weights (R, n): (R,).
+
+    Part 0 (shared by every lesson)."""
     return (weights * values).sum(-1) / weights.sum(-1)
 
 
-def bootstrap_ci(scores, *, groups=None, statistic=None, n_resamples=2000, confidence=0.95,
-                 seed=SEED):
+def bootstrap_ci(
+    scores, *, groups=None, statistic=None, n_resamples=2000, confidence=0.95, seed=SEED
+):
     """Percentile bootstrap interval (low, high) of statistic over examples, or over whole groups
     when groups is given; None when there are fewer than 2 examples (or groups).
 
     statistic(values, weights) -> (R,) sees every resample at once: values (n,) or (n, k) as given,
-    weights (R, n) draw counts. The default is weighted_mean."""
-    if not isinstance(confidence, float) or not 0 < confidence < 1:
-        raise ValueError(f"confidence must be a float in (0, 1), got {confidence!r}")
+    weights (R, n) draw counts. The default is weighted_mean.
+
+    Part 0 (shared by every lesson)."""
+    _check_number("confidence", confidence, 0, 1, open_low=True, open_high=True)
     n = len(scores) if isinstance(scores, (list, tuple)) else None
     if n is not None and (n if groups is None else _group_index(groups, n)[1]) < 2:
         return None
-    stats = bootstrap_distribution(scores, groups=groups, statistic=statistic,
-                                   n_resamples=n_resamples, seed=seed)
+    stats = bootstrap_distribution(
+        scores, groups=groups, statistic=statistic, n_resamples=n_resamples, seed=seed
+    )
     return _percentiles(stats, confidence)
 
 
 def bootstrap_distribution(scores, *, groups=None, statistic=None, n_resamples=2000, seed=SEED):
-    """The statistic on each of n_resamples bootstrap resamples, a tensor (n_resamples,)."""
-    values = torch.tensor(_floats("scores", scores) if _is_flat(scores) else scores,
-                          dtype=torch.float64)
+    """The statistic on each of n_resamples bootstrap resamples, a tensor (n_resamples,).
+
+    Part 0 (shared by every lesson)."""
+    values = torch.tensor(
+        _floats("scores", scores) if _is_flat(scores) else scores, dtype=torch.float64
+    )
     if values.dim() == 0 or not values.isfinite().all():
         raise ValueError(f"scores must be finite numbers, one per example, got {scores!r}")
     _positive_int("n_resamples", n_resamples)
@@ -600,19 +950,22 @@ def _percentiles(stats, confidence):
 
 
 def _is_flat(scores):
-    return isinstance(scores, (list, tuple)) and all(not isinstance(s, (list, tuple)) for s in scores)
+    return isinstance(scores, (list, tuple)) and all(
+        not isinstance(s, (list, tuple)) for s in scores
+    )
 
 
 def mcnemar_exact(broke, rescued):
     """Exact two-sided McNemar p-value: under no effect each discordant pair is broke or rescued
-    with probability 1/2, so p = P(a Binomial(broke + rescued, 1/2) is as far from even)."""
+    with probability 1/2, so p = P(a Binomial(broke + rescued, 1/2) is as far from even).
+
+    Part 0 (shared by every lesson)."""
     for name, k in (("broke", broke), ("rescued", rescued)):
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {k!r}")
+        _check_number(name, k, 0, integer=True)
     n, low = broke + rescued, min(broke, rescued)
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(low + 1)) / 2 ** n
+    tail = sum(math.comb(n, i) for i in range(low + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
@@ -627,25 +980,37 @@ def _example_key(record):
 def paired_difference(result_a, result_b, *, n_resamples=2000, seed=SEED):
     """What changing a into b does, on the same examples: diff = b - a with its paired bootstrap
     ci95 and n; for 0/1 scores also broke (right in a, wrong in b), rescued and McNemar's exact p.
-    Examples either result left unscored are dropped from both, and counted in "dropped"."""
+    Examples either result left unscored are dropped from both, and counted in "dropped".
+
+    Part 0 (shared by every lesson)."""
     if result_a.name != result_b.name:
         raise ValueError(f"results of different evals: {result_a.name!r} and {result_b.name!r}")
     keys_a, keys_b = map(lambda r: [_example_key(x) for x in r.per_example], (result_a, result_b))
     if keys_a != keys_b:
         raise ValueError("the two results are not on the same examples in the same order")
-    pairs = [(a, b) for a, b in zip(result_a.per_example, result_b.per_example)
-             if a["score"] is not None and b["score"] is not None]
+    pairs = [
+        (a, b)
+        for a, b in zip(result_a.per_example, result_b.per_example)
+        if a["score"] is not None and b["score"] is not None
+    ]
     if result_a.name == "perplexity":
-        values = torch.tensor([[a["nll"], a["n_tokens"], b["nll"], b["n_tokens"]] for a, b in pairs],
-                              dtype=torch.float64)
+        values = torch.tensor(
+            [[a["nll"], a["n_tokens"], b["nll"], b["n_tokens"]] for a, b in pairs],
+            dtype=torch.float64,
+        )
         statistic = _perplexity_difference
         diff = float(statistic(values, torch.ones(1, len(pairs), dtype=torch.float64)))
     else:
         values = torch.tensor([b["score"] - a["score"] for a, b in pairs], dtype=torch.float64)
         statistic, diff = weighted_mean, float(values.mean())
-    out = {"diff": diff, "ci95": bootstrap_ci(values.tolist(), statistic=statistic,
-                                              n_resamples=n_resamples, seed=seed),
-           "n": len(pairs), "dropped": len(result_a.per_example) - len(pairs)}
+    out = {
+        "diff": diff,
+        "ci95": bootstrap_ci(
+            values.tolist(), statistic=statistic, n_resamples=n_resamples, seed=seed
+        ),
+        "n": len(pairs),
+        "dropped": len(result_a.per_example) - len(pairs),
+    }
     if all(x["score"] in (0, 1) for a, b in pairs for x in (a, b)):
         out["broke"] = sum(a["score"] == 1 and b["score"] == 0 for a, b in pairs)
         out["rescued"] = sum(a["score"] == 0 and b["score"] == 1 for a, b in pairs)
@@ -654,16 +1019,17 @@ def paired_difference(result_a, result_b, *, n_resamples=2000, seed=SEED):
 
 
 def _perplexity_ratio(values, weights):
-    """Corpus perplexity of each resample of texts: exp(total NLL / total tokens); columns nll, n."""
+    """Corpus perplexity of each resample: exp(total NLL / total tokens); columns nll, n."""
     return torch.exp((weights * values[:, 0]).sum(-1) / (weights * values[:, 1]).sum(-1))
 
 
 def _perplexity_difference(values, weights):
-    """Corpus perplexity of b minus that of a, each a ratio of sums: columns nll_a, n_a, nll_b, n_b."""
+    """Perplexity of b minus that of a, each a ratio of sums: columns nll_a, n_a, nll_b, n_b."""
     return _perplexity_ratio(values[:, 2:], weights) - _perplexity_ratio(values[:, :2], weights)
 
+
 def _ece_statistic(bin_of, n_bins):
-    """Weighted ECE with each item's bin fixed: sum over bins of |sum w (confidence - correct)| / sum w."""
+    """Weighted ECE, each item's bin fixed: sum over bins of |sum w (conf - correct)| / sum w."""
     onehot = F.one_hot(torch.tensor(bin_of), n_bins).double()  # (n, B)
 
     def statistic(values, weights):  # values (n, 2): confidence, correct
@@ -676,8 +1042,11 @@ def _ece_statistic(bin_of, n_bins):
 def _resampling_inputs(result):
     """(values, statistic) whose bootstrap gives this eval's uncertainty, or None if undefined."""
     scored = _scored(result.per_example)
-    needs = {"perplexity": ("nll", "n_tokens"), "calibration": ("confidence", "correct"),
-             "robustness": ("index",)}.get(result.name, ())
+    needs = {
+        "perplexity": ("nll", "n_tokens"),
+        "calibration": ("confidence", "correct"),
+        "robustness": ("index",),
+    }.get(result.name, ())
     if not all(k in r for r in scored for k in needs):
         return None  # records made by hand, without what resampling needs
     if result.name == "perplexity":
@@ -699,7 +1068,9 @@ def _resampling_inputs(result):
 
 def with_interval(result, n_resamples=2000, seed=SEED):
     """The result with extras "ci95" (in the metric's unit), "n" and "ci_method": Wilson for a mean
-    of 0/1 scores, else a percentile bootstrap over examples; ci95 None where undefined."""
+    of 0/1 scores, else a percentile bootstrap over examples; ci95 None where undefined.
+
+    Part 0 (shared by every lesson)."""
     inputs = _resampling_inputs(result)
     n = 0 if inputs is None else len(inputs[0])
     if inputs is None or n < 2:
@@ -721,21 +1092,27 @@ def _normalised(name, values):
 
 def aggregate_interval(results, weights, n_resamples=2000, seed=SEED, confidence=0.95):
     """Percentile bootstrap interval of the weighted aggregate: every eval's examples resampled
-    (independently, each eval its own seed), each resample's values normalised and weighted."""
+    (independently, each eval its own seed), each resample's values normalised and weighted.
+
+    Part 0 (shared by every lesson)."""
     total = torch.zeros(n_resamples, dtype=torch.float64)
     for k, r in enumerate(results):
         inputs = _resampling_inputs(r)
         if inputs is None or len(inputs[0]) < 2:
             return None
         values, statistic = inputs
-        dist = bootstrap_distribution(values, statistic=statistic, n_resamples=n_resamples,
-                                      seed=seed + k)
+        dist = bootstrap_distribution(
+            values, statistic=statistic, n_resamples=n_resamples, seed=seed + k
+        )
         total += weights[r.name] * _normalised(r.name, dist)
     return list(_percentiles(total, confidence))
 
+
 def resampled_values(result, n_resamples=2000, seed=SEED):
     """The eval's value recomputed on each bootstrap resample of its examples, a tensor (R,).
-    Two results on the same examples resampled with the same seed draw the same examples: paired."""
+    Two results on the same examples resampled with the same seed draw the same examples: paired.
+
+    Part 0 (shared by every lesson)."""
     inputs = _resampling_inputs(result)
     if inputs is None or len(inputs[0]) < 2:
         raise ValueError(f"the {result.name} result has fewer than 2 examples to resample")
@@ -745,11 +1122,15 @@ def resampled_values(result, n_resamples=2000, seed=SEED):
 
 def paired_aggregate_difference(results_a, results_b, weights=None, n_resamples=2000, seed=SEED):
     """Aggregate of b minus aggregate of a under the same weights, with a paired bootstrap ci95:
-    each eval's examples resampled once and scored for both (they must be the same examples)."""
+    each eval's examples resampled once and scored for both (they must be the same examples).
+
+    Part 0 (shared by every lesson)."""
     report_a, report_b = aggregate(results_a, weights), aggregate(results_b, weights)
     if report_a.weights != report_b.weights:
-        raise ValueError(f"the two lists hold different evals: {sorted(report_a.weights)} and "
-                         f"{sorted(report_b.weights)}")
+        raise ValueError(
+            f"the two lists hold different evals: {sorted(report_a.weights)} and "
+            f"{sorted(report_b.weights)}"
+        )
     by_name = {r.name: r for r in results_b}
     diff = torch.zeros(n_resamples, dtype=torch.float64)
     for k, a in enumerate(results_a):
@@ -758,19 +1139,25 @@ def paired_aggregate_difference(results_a, results_b, weights=None, n_resamples=
         for sign, r in ((-1.0, a), (1.0, b)):
             dist = resampled_values(r, n_resamples, seed + k)
             diff += sign * report_a.weights[a.name] * _normalised(a.name, dist)
-    return {"diff": report_b.score - report_a.score, "ci95": list(_percentiles(diff, 0.95)),
-            "n_resamples": n_resamples}
+    return {
+        "diff": report_b.score - report_a.score,
+        "ci95": list(_percentiles(diff, 0.95)),
+        "n_resamples": n_resamples,
+    }
 
 
-# ---------------------------------------------------------------------------------------------
-# 4. Perplexity
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Lesson 01 · Perplexity: notebooks/01_perplexity_pitfalls.ipynb
+# =================================================================================================
+
 
 def rolling_windows(n_tokens, max_len, stride):
     """(begin, end, first_scored) for each window over a text of n_tokens tokens.
 
     A window feeds tokens[begin:end-1] and predicts tokens[begin+1:end]; it scores only the targets
-    at positions >= first_scored, so every token after the first is scored exactly once."""
+    at positions >= first_scored, so every token after the first is scored exactly once.
+
+    Lesson 01."""
     if n_tokens <= max_len + 1:
         return [(0, n_tokens, 1)]
     windows, scored_up_to = [(0, max_len + 1, 1)], max_len + 1
@@ -785,7 +1172,9 @@ def rolling_windows(n_tokens, max_len, stride):
 def token_losses(model, windows, batch_size, pad_id):
     """Per-window next-token NLLs (nats), batched over length-sorted windows, in input order.
 
-    windows: list of (token list, index of the first target to score)."""
+    windows: list of (token list, index of the first target to score).
+
+    Lesson 01."""
     device = _device_of(model)
     losses = [None] * len(windows)
     with _eval_mode(model):
@@ -793,7 +1182,7 @@ def token_losses(model, windows, batch_size, pad_id):
             nll = _batch_nll(model, [windows[r][0] for r in rows], pad_id, device)  # (B, T-1)
             for i, r in enumerate(rows):
                 tokens, first = windows[r]
-                losses[r] = nll[i, first - 1:len(tokens) - 1]  # pads beyond the text never enter
+                losses[r] = nll[i, first - 1 : len(tokens) - 1]  # pads beyond the text never enter
     return losses
 
 
@@ -803,11 +1192,16 @@ MAX_PADDING = 0.25  # a batch's rows are at least 3/4 of its longest: at most 25
 def length_batches(lengths, batch_size, max_padding=MAX_PADDING):
     """Indices in batches of at most batch_size, longest first; a batch ends early rather than take
     a row so short that more than max_padding of the batch would be padding (one long window with
-    seven short texts was 73% padding, and slower than no batching at all)."""
+    seven short texts was 73% padding, and slower than no batching at all).
+
+    Lesson 01."""
     batches = []
     for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
-        if batches and len(batches[-1]) < batch_size and \
-                lengths[i] >= (1 - max_padding) * lengths[batches[-1][0]]:
+        if (
+            batches
+            and len(batches[-1]) < batch_size
+            and lengths[i] >= (1 - max_padding) * lengths[batches[-1][0]]
+        ):
             batches[-1].append(i)
         else:
             batches.append([i])
@@ -815,10 +1209,10 @@ def length_batches(lengths, batch_size, max_padding=MAX_PADDING):
 
 
 def _batch_nll(model, token_lists, pad_id, device):
-    """Next-token NLLs (B, T-1) of right-padded token lists, longest first, in float64 on the CPU."""
+    """Next-token NLLs (B, T-1) of right-padded token lists, longest first, float64 on the CPU."""
     ids = torch.full((len(token_lists), len(token_lists[0])), pad_id, dtype=torch.long)
     for i, tokens in enumerate(token_lists):
-        ids[i, :len(tokens)] = torch.tensor(tokens)
+        ids[i, : len(tokens)] = torch.tensor(tokens)
     ids = ids.to(device)
     logits = model_logits(model, ids[:, :-1])  # (B, T-1, V): position i predicts token i+1
     targets = ids[:, 1:].to(logits.device)  # a plain function may answer on another device
@@ -829,57 +1223,84 @@ def _batch_nll(model, token_lists, pad_id, device):
     return nll
 
 
+def _window_args(model, max_len, stride):
+    """max_len (default: the model's own, else 256) and stride (default: max_len // 2), checked."""
+    model_len = getattr(getattr(model, "config", None), "max_len", None)
+    max_len = _positive_int("max_len", (model_len or 256) if max_len is None else max_len)
+    stride = _positive_int("stride", max_len // 2 if stride is None else stride)
+    if stride > max_len:
+        raise ValueError(f"stride={stride} must not exceed max_len={max_len}")
+    if model_len is not None and max_len > model_len:
+        raise ValueError(f"max_len={max_len} exceeds the model's max_len={model_len}")
+    return max_len, stride
+
+
+def _text_record(i, text, n_ids, text_losses):
+    """The per-text record: its perplexity, counts and token losses (None when nothing scored)."""
+    record = {"index": i, "text": text, "score": None, "n_tokens": 0}
+    record |= {"n_bytes": len(text.encode("utf-8")), "n_chars": len(text), "nll": None}
+    if text_losses is None:
+        return record | {"note": f"{n_ids} token(s): nothing to predict"}
+    nll = float(text_losses.sum())
+    record |= {"score": _exp(nll / len(text_losses)), "n_tokens": len(text_losses), "nll": nll}
+    return record | {"token_nll": text_losses.tolist()}
+
+
+def _corpus_extras(flat, records, tok, max_len, stride):
+    """Totals over every scored token: NLL, bits per token, per byte and per character."""
+    total_nll, total_tokens = float(flat.sum()), len(flat)  # sum everything, divide once
+    scored = [r for r in records if r["score"] is not None]
+    bits = total_nll / math.log(2)
+    total_bytes, total_chars = sum(r["n_bytes"] for r in scored), sum(r["n_chars"] for r in scored)
+    return {
+        "total_tokens": total_tokens,
+        "total_nll": total_nll,
+        "mean_nll": total_nll / total_tokens,
+        "bits_per_token": total_nll / total_tokens / math.log(2),
+        "total_bytes": total_bytes,
+        "bits_per_byte": bits / total_bytes,
+        "total_chars": total_chars,
+        "bits_per_char": bits / total_chars,
+        "bos": bool(getattr(tok, "bos_ids", ())),
+        "max_len": max_len,
+        "stride": stride,
+        "histogram": _loss_histogram(flat),
+    }
+
+
 def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
     """Corpus perplexity exp(total NLL / total scored tokens) over held-out texts.
 
     Each text is tok.bos_ids + tok.encode(text): with no BOS (TinyGPT) the first token is context
     and never predicted. max_len defaults to the model's own (model.config.max_len), else 256;
     stride to max_len // 2. extras["bits_per_byte"] is the total NLL in bits over the total UTF-8
-    bytes of the scored texts, every byte counted as lm-evaluation-harness counts them."""
+    bytes of the scored texts, every byte counted as lm-evaluation-harness counts them;
+    extras["bits_per_char"] the same over Unicode code points (a Chinese character is 3 bytes).
+
+    Lesson 01."""
     _check_strings("texts", texts)
-    model_len = getattr(getattr(model, "config", None), "max_len", None)
-    max_len = (model_len or 256) if max_len is None else max_len
-    _positive_int("max_len", max_len)
+    max_len, stride = _window_args(model, max_len, stride)
     _positive_int("batch_size", batch_size)
-    stride = max_len // 2 if stride is None else stride
-    _positive_int("stride", stride)
-    if stride > max_len:
-        raise ValueError(f"stride={stride} must not exceed max_len={max_len}")
-    if model_len is not None and max_len > model_len:
-        raise ValueError(f"max_len={max_len} exceeds the model's max_len={model_len}")
     encoded = [list(getattr(tok, "bos_ids", ())) + tok.encode(t) for t in texts]
     spans, windows = [], []  # spans[i]: text i's (begin, end, first_scored) windows
     for ids in encoded:
         spans.append(rolling_windows(len(ids), max_len, stride) if len(ids) >= 2 else [])
         windows += [(ids[b:e], first - b) for b, e, first in spans[-1]]
     losses = iter(token_losses(model, windows, batch_size, tok.pad_id))
-    records, all_losses = [], []
-    for i, ids in enumerate(encoded):
-        if not spans[i]:
-            records.append({"index": i, "text": texts[i], "score": None, "n_tokens": 0,
-                            "n_bytes": len(texts[i].encode("utf-8")), "nll": None,
-                            "note": f"{len(ids)} token(s): nothing to predict"})
-            continue
-        text_losses = torch.cat([next(losses) for _ in spans[i]])
-        nll = float(text_losses.sum())
-        records.append({"index": i, "text": texts[i], "score": _exp(nll / len(text_losses)),
-                        "n_tokens": len(text_losses), "n_bytes": len(texts[i].encode("utf-8")),
-                        "nll": nll, "token_nll": text_losses.tolist()})
-        all_losses.append(text_losses)
-    if not all_losses:
+    per_text = [torch.cat([next(losses) for _ in s]) if s else None for s in spans]
+    records = [
+        _text_record(i, *args) for i, args in enumerate(zip(texts, map(len, encoded), per_text))
+    ]
+    if all(t is None for t in per_text):
         raise ValueError("texts holds no text of 2 or more tokens: nothing to score")
-    flat = torch.cat(all_losses)
-    total_nll, total_tokens = float(flat.sum()), len(flat)  # sum everything, divide once
-    mean_nll = total_nll / total_tokens
-    total_bytes = sum(r["n_bytes"] for r in records if r["score"] is not None)
-    extras = {"total_tokens": total_tokens, "total_nll": total_nll, "mean_nll": mean_nll,
-              "bits_per_token": mean_nll / math.log(2), "total_bytes": total_bytes,
-              "bits_per_byte": total_nll / math.log(2) / total_bytes,
-              "bos": bool(getattr(tok, "bos_ids", ())), "max_len": max_len, "stride": stride,
-              "histogram": _loss_histogram(flat),
-              "windows": [{"text": i, "begin": b, "end": e, "first_scored": f}
-                          for i, s in enumerate(spans) for b, e, f in s]}
-    return with_interval(EvalResult("perplexity", _exp(mean_nll), records, extras))
+    flat = torch.cat([t for t in per_text if t is not None])
+    extras = _corpus_extras(flat, records, tok, max_len, stride)
+    extras["windows"] = [
+        {"text": i, "begin": b, "end": e, "first_scored": f}
+        for i, s in enumerate(spans)
+        for b, e, f in s
+    ]
+    return with_interval(EvalResult("perplexity", _exp(extras["mean_nll"]), records, extras))
 
 
 def _loss_histogram(losses):
@@ -888,14 +1309,19 @@ def _loss_histogram(losses):
     finite = losses[losses.isfinite()]
     top = max(1.0, math.ceil(float(finite.max()))) if len(finite) else 1.0
     counts, edges = torch.histogram(finite, bins=20, range=(0.0, top))
-    return {"edges": edges.tolist(), "counts": [int(c) for c in counts],
-            "infinite": len(losses) - len(finite)}
+    return {
+        "edges": edges.tolist(),
+        "counts": [int(c) for c in counts],
+        "infinite": len(losses) - len(finite),
+    }
 
 
 @torch.no_grad()
 def nll_by_position(model, tok, texts, window=None, step=4, batch_size=16):
     """Mean next-token NLL (nats) at each position 0..window-1 of a window, over windows that start
-    every `step` tokens of the texts joined by spaces: what the model learned at each position."""
+    every `step` tokens of the texts joined by spaces: what the model learned at each position.
+
+    Lesson 01."""
     _check_strings("texts", texts)
     window = getattr(getattr(model, "config", None), "max_len", 256) if window is None else window
     _positive_int("window", window)
@@ -903,21 +1329,24 @@ def nll_by_position(model, tok, texts, window=None, step=4, batch_size=16):
     stream = tok.encode(" ".join(texts))
     if len(stream) < window + 1:
         raise ValueError(f"texts hold {len(stream)} tokens, fewer than window + 1 = {window + 1}")
-    rows = torch.stack([torch.tensor(stream[b:b + window + 1])
-                        for b in range(0, len(stream) - window, step)])  # (N, window + 1)
+    rows = torch.stack(
+        [torch.tensor(stream[b : b + window + 1]) for b in range(0, len(stream) - window, step)]
+    )  # (N, window + 1)
     total = torch.zeros(window, dtype=torch.float64)
     with _eval_mode(model):
         for chunk in rows.split(batch_size):
             logits = model_logits(model, chunk[:, :-1].to(_device_of(model)))  # (B, window, V)
-            nll = F.cross_entropy(logits.float().transpose(1, 2), chunk[:, 1:].to(logits.device),
-                                  reduction="none")  # (B, window)
+            nll = F.cross_entropy(
+                logits.float().transpose(1, 2), chunk[:, 1:].to(logits.device), reduction="none"
+            )  # (B, window)
             total += nll.double().sum(0).cpu()
     return (total / len(rows)).tolist()
 
 
-# ---------------------------------------------------------------------------------------------
-# 5. Exact match
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Lesson 02 · Exact match and its normalisation: notebooks/02_exact_match_normalisation.ipynb
+# =================================================================================================
+
 
 def _collapse(text):
     """Lowercase, strip, and turn every run of (Unicode) whitespace into one space."""
@@ -925,8 +1354,23 @@ def _collapse(text):
 
 
 def normalise_em(text):
-    """Lowercase, strip, collapse whitespace, drop every trailing . ! ? (then strip again)."""
+    """Lowercase, strip, collapse whitespace, drop every trailing . ! ? (then strip again).
+
+    Lesson 02."""
     return _collapse(text).rstrip(".!? ")
+
+
+_ASCII_PUNCTUATION = frozenset(string.punctuation)  # the script's set: "。" and "“" are not in it
+
+
+def normalise_squad(text):
+    """The official SQuAD v2.0 script's normalize_answer: lower, drop ASCII punctuation, drop
+    the articles a/an/the, collapse whitespace, in that order.
+
+    Lesson 02."""
+    text = "".join(ch for ch in text.lower() if ch not in _ASCII_PUNCTUATION)
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
 
 
 def _references(reference, normalise=None):
@@ -946,7 +1390,9 @@ def _check_prediction(prediction):
 
 
 def exact_match(prediction, reference, normalise=normalise_em):
-    """1.0 if the normalised prediction equals a normalised reference (best over a list), else 0.0."""
+    """1.0 if the normalised prediction equals a normalised reference (best over a list), else 0.0.
+
+    Lesson 02."""
     _check_prediction(prediction)
     pred = normalise(prediction)
     return max(float(pred == normalise(r)) for r in _references(reference, normalise))
@@ -954,7 +1400,9 @@ def exact_match(prediction, reference, normalise=normalise_em):
 
 def _check_pairs(pairs):
     if not isinstance(pairs, (list, tuple)) or not pairs:
-        raise ValueError(f"pairs must be a non-empty list of (instruction, reference), got {pairs!r}")
+        raise ValueError(
+            f"pairs must be a non-empty list of (instruction, reference), got {pairs!r}"
+        )
     for i, pair in enumerate(pairs):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], str):
             raise ValueError(f"pairs[{i}] must be (instruction: str, reference), got {pair!r}")
@@ -976,44 +1424,51 @@ def _normalised_reference(reference, normalise):
 
 
 def exact_match_eval(model, tok, pairs, max_new_tokens=48):
-    """Generate an answer per instruction and score it with exact_match; value is the mean."""
+    """Generate an answer per instruction and score it with exact_match; value is the mean.
+
+    Lesson 02."""
     records = []
     for (q, ref), pred in zip(pairs, _answer(model, tok, pairs, max_new_tokens)):
-        records.append({"instruction": q, "prediction": pred, "reference": ref,
-                        "score": exact_match(pred, ref), "prediction_normalised": normalise_em(pred),
-                        "reference_normalised": _normalised_reference(ref, normalise_em)})
-    return with_interval(EvalResult("exact_match", _mean(r["score"] for r in records), records,
-                                    {"prompt_format": _prompt_format(tok)}))
+        records.append(
+            {
+                "instruction": q,
+                "prediction": pred,
+                "reference": ref,
+                "score": exact_match(pred, ref),
+                "prediction_normalised": normalise_em(pred),
+                "reference_normalised": _normalised_reference(ref, normalise_em),
+            }
+        )
+    return with_interval(
+        EvalResult(
+            "exact_match",
+            _mean(r["score"] for r in records),
+            records,
+            {"prompt_format": _prompt_format(tok)},
+        )
+    )
 
 
-def _mean(values):
-    values = list(values)
-    return sum(values) / len(values)
+# =================================================================================================
+# Lesson 03 · Token F1: notebooks/03_token_f1.ipynb
+# =================================================================================================
 
 
-# ---------------------------------------------------------------------------------------------
-# 6. Token F1 (and the official SQuAD normalisation, for comparison)
-# ---------------------------------------------------------------------------------------------
+def normalise_f1(text, nfkc=False):
+    """Lowercase, strip, collapse whitespace; punctuation is kept ("Paris." != "Paris"). With
+    nfkc=True, Unicode NFKC first: full-width "ＡＢＣ" -> "abc", "①" -> "1", "ﬁ" -> "fi".
 
-def normalise_f1(text):
-    """Lowercase, strip, collapse whitespace; punctuation is kept ("Paris." != "Paris")."""
-    return _collapse(text)
-
-
-_ASCII_PUNCTUATION = frozenset(string.punctuation)  # the script's set: "。" and "“" are not in it
+    Lesson 03."""
+    return _collapse(unicodedata.normalize("NFKC", text) if nfkc else text)
 
 
-def normalise_squad(text):
-    """The official SQuAD v2.0 script's normalize_answer: lower, drop ASCII punctuation, drop
-    the articles a/an/the, collapse whitespace, in that order."""
-    text = "".join(ch for ch in text.lower() if ch not in _ASCII_PUNCTUATION)
-    text = re.sub(r"\b(a|an|the)\b", " ", text)
-    return " ".join(text.split())
+def f1_counts(prediction, reference, normalise=normalise_f1, segmentation="whitespace", nfkc=False):
+    """(overlap, prediction length, reference length) of the two bags of tokens: whitespace tokens,
+    or under segmentation="mixed" each CJK character a token (segment_mixed); NFKC first if asked.
 
-
-def f1_counts(prediction, reference, normalise=normalise_f1):
-    """(overlap, prediction length, reference length) of the two bags of whitespace tokens."""
-    pred, ref = normalise(prediction).split(), normalise(reference).split()
+    Lesson 03."""
+    split, normalise = _segmenter(segmentation), _nfkc_first(normalise, nfkc)
+    pred, ref = split(normalise(prediction)), split(normalise(reference))
     return sum((Counter(pred) & Counter(ref)).values()), len(pred), len(ref)
 
 
@@ -1023,11 +1478,16 @@ def _f1_from_counts(overlap, n_pred, n_ref):
     return 2 * overlap / (n_pred + n_ref)  # = harmonic mean of overlap/n_pred and overlap/n_ref
 
 
-def token_f1(prediction, reference, normalise=normalise_f1):
-    """Bag-of-tokens F1 between prediction and reference (best over a list of references)."""
+def token_f1(prediction, reference, normalise=normalise_f1, segmentation="whitespace", nfkc=False):
+    """Bag-of-tokens F1 between prediction and reference (best over a list of references).
+    segmentation: "whitespace" (the default) or "mixed" (CJK characters apart); nfkc: NFKC first.
+
+    Lesson 03."""
     _check_prediction(prediction)
-    return max(_f1_from_counts(*f1_counts(prediction, r, normalise))
-               for r in _references(reference, normalise))
+    return max(
+        _f1_from_counts(*f1_counts(prediction, r, normalise, segmentation, nfkc))
+        for r in _references(reference, normalise)
+    )
 
 
 def _precision_recall(overlap, n_pred, n_ref):
@@ -1036,26 +1496,47 @@ def _precision_recall(overlap, n_pred, n_ref):
     return overlap / n_pred, overlap / n_ref
 
 
-def token_f1_eval(model, tok, pairs, max_new_tokens=48):
-    """Generate an answer per instruction and score it with token_f1; value is the mean."""
+def token_f1_eval(model, tok, pairs, max_new_tokens=48, segmentation="whitespace", nfkc=False):
+    """Generate an answer per instruction and score it with token_f1; value is the mean. The
+    tokenisation policy (segmentation, nfkc) is written into the extras.
+
+    Lesson 03."""
+    _segmenter(segmentation)
+    normalise = _nfkc_first(normalise_f1, nfkc)
     records = []
     for (q, ref), pred in zip(pairs, _answer(model, tok, pairs, max_new_tokens)):
-        counts = max((f1_counts(pred, r) for r in _references(ref)), key=lambda c: _f1_from_counts(*c))
+        counts = max(
+            (f1_counts(pred, r, normalise_f1, segmentation, nfkc) for r in _references(ref)),
+            key=lambda c: _f1_from_counts(*c),
+        )
         precision, recall = _precision_recall(*counts)
-        records.append({"instruction": q, "prediction": pred, "reference": ref,
-                        "score": _f1_from_counts(*counts), "precision": precision, "recall": recall,
-                        "prediction_normalised": normalise_f1(pred),
-                        "reference_normalised": _normalised_reference(ref, normalise_f1)})
-    return with_interval(EvalResult("token_f1", _mean(r["score"] for r in records), records,
-                                    {"prompt_format": _prompt_format(tok)}))
+        records.append(
+            {
+                "instruction": q,
+                "prediction": pred,
+                "reference": ref,
+                "score": _f1_from_counts(*counts),
+                "precision": precision,
+                "recall": recall,
+                "prediction_normalised": normalise(pred),
+                "reference_normalised": _normalised_reference(ref, normalise),
+            }
+        )
+    extras = {"prompt_format": _prompt_format(tok), "segmentation": segmentation, "nfkc": nfkc}
+    return with_interval(
+        EvalResult("token_f1", _mean(r["score"] for r in records), records, extras)
+    )
 
 
-# ---------------------------------------------------------------------------------------------
-# 7. LLM-as-judge, mocked
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Lesson 04 · A mock LLM-as-judge: notebooks/04_mock_judge.ipynb
+# =================================================================================================
+
 
 def mock_judge(instruction, prediction, reference):
-    """A deterministic stand-in for an LLM judge: (score 1-5, one-line rationale) from EM and F1."""
+    """A deterministic stand-in for an LLM judge: (score 1-5, one-line rationale) from EM and F1.
+
+    Lesson 04."""
     if exact_match(prediction, reference):
         return 5, "matches the reference after normalisation"
     f = token_f1(prediction, reference)
@@ -1071,21 +1552,26 @@ def mock_judge(instruction, prediction, reference):
 def _check_verdict(verdict, index):
     """A judge's (score, rationale) or a ValueError naming the example: never averaged in broken."""
     if not isinstance(verdict, (tuple, list)) or len(verdict) != 2:
-        raise ValueError(f"judge_fn returned {verdict!r} for example {index}; "
-                         "expected (score, rationale)")
+        raise ValueError(
+            f"judge_fn returned {verdict!r} for example {index}; expected (score, rationale)"
+        )
     score, rationale = verdict
-    if (isinstance(score, bool) or not isinstance(score, (int, float))
-            or not math.isfinite(score) or not 1 <= score <= 5):
-        raise ValueError(f"judge_fn gave score {score!r} for example {index}; "
-                         "expected an int or float in [1, 5]")
+    if not _in_range(score, 1, 5):
+        raise ValueError(
+            f"judge_fn gave score {score!r} for example {index}; expected an int or float in [1, 5]"
+        )
     if not isinstance(rationale, str):
-        raise ValueError(f"judge_fn gave rationale {rationale!r} for example {index}; expected a str")
+        raise ValueError(
+            f"judge_fn gave rationale {rationale!r} for example {index}; expected a str"
+        )
     return score, rationale
 
 
 class JudgeUnavailable(Exception):
     """Raised by a judge_fn that could not score an example (the reason says why); judge_eval
-    records the example as unscored, never as a number."""
+    records the example as unscored, never as a number.
+
+    Lesson 04."""
 
     def __init__(self, reason):
         super().__init__(reason)
@@ -1096,7 +1582,9 @@ def judge_eval(model, tok, pairs, judge_fn=None, max_new_tokens=48):
     """Generate an answer per instruction and have judge_fn (default mock_judge) score it 1-5.
 
     An example the judge could not score (JudgeUnavailable) keeps score None and its reason; the
-    value is the mean over the scored ones, and extras say how many of how many were scored."""
+    value is the mean over the scored ones, and extras say how many of how many were scored.
+
+    Lesson 04."""
     judge_fn = mock_judge if judge_fn is None else judge_fn
     records, unscored = [], []
     for i, ((q, ref), pred) in enumerate(zip(pairs, _answer(model, tok, pairs, max_new_tokens))):
@@ -1109,61 +1597,94 @@ def judge_eval(model, tok, pairs, judge_fn=None, max_new_tokens=48):
         records.append({**record, "score": score, "rationale": rationale})
     scored = _scored(records)
     if not scored:
-        raise ValueError(f"judge_fn scored none of the {len(records)} examples; first reason: "
-                         f"{unscored[0]['reason']}")
-    extras = {"scored": len(scored), "total": len(records), "unscored": unscored,
-              "prompt_format": _prompt_format(tok)}
+        raise ValueError(
+            f"judge_fn scored none of the {len(records)} examples; first reason: "
+            f"{unscored[0]['reason']}"
+        )
+    extras = {
+        "scored": len(scored),
+        "total": len(records),
+        "unscored": unscored,
+        "prompt_format": _prompt_format(tok),
+    }
     return with_interval(EvalResult("judge", _mean(r["score"] for r in scored), records, extras))
 
 
-# ---------------------------------------------------------------------------------------------
-# 8. The weighted aggregate and the report
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Lesson 05 · The weighted aggregate and the report: notebooks/05_aggregation_report.ipynb
+# =================================================================================================
 
-DEFAULT_WEIGHTS = {"perplexity": 0.2, "exact_match": 0.3, "token_f1": 0.3, "judge": 0.2,
-                   "calibration": 0.0, "robustness": 0.0}  # lessons 07-08 join only when weighted
+
+def _perplexity_to_unit(ppl):
+    if ppl <= 0 or math.isinf(ppl):
+        return 0.0
+    return 1.0 if ppl <= 1 else 1.0 / (1.0 + math.log(ppl))  # ppl < 1 is no distribution
+
+
+class EvalSpec(NamedTuple):
+    """One row of the table of evals: what the aggregate and the report need to know of an eval.
+
+    Lesson 05."""
+
+    default_weight: float  # its share of the aggregate when no weights are given
+    to_unit: Callable  # its value -> [0, 1], higher is better (NaN and clipping handled outside)
+    lesson: str  # the notebook that teaches it
+    may_be_unscored: bool = (
+        False  # examples can go unscored (a judge over HTTP): report n scored/total
+    )
+
+
+# The one table of evals. A new eval: one entry here, one lesson section, one test file.
+EVALS = {
+    "perplexity": EvalSpec(0.2, _perplexity_to_unit, "01_perplexity_pitfalls"),  # 1 / (1 + ln ppl)
+    "exact_match": EvalSpec(0.3, float, "02_exact_match_normalisation"),
+    "token_f1": EvalSpec(0.3, float, "03_token_f1"),
+    "judge": EvalSpec(0.2, lambda score: score / 5, "04_mock_judge", may_be_unscored=True),
+    "calibration": EvalSpec(
+        0.0, lambda ece: 1.0 - ece, "07_calibration"
+    ),  # joins only when weighted
+    # the mean worst-case score over clean and perturbed inputs: absolute, no 0/0 when never right
+    "robustness": EvalSpec(0.0, float, "08_robustness"),
+}
+
+
+DEFAULT_WEIGHTS = {name: spec.default_weight for name, spec in EVALS.items()}
+
+
 SCHEMA_VERSION = 2  # 2: ci95 per eval and for the aggregate
 
 
 def _check_eval_name(name, where):
-    if name not in DEFAULT_WEIGHTS:
-        raise ValueError(f"unknown eval name {name!r} in {where}; known: {sorted(DEFAULT_WEIGHTS)}")
+    if name not in EVALS:
+        raise ValueError(f"unknown eval name {name!r} in {where}; known: {sorted(EVALS)}")
 
 
 def normalise_metric(name, value):
-    """Map an eval's value to [0, 1], higher is better: perplexity -> 1 / (1 + ln ppl),
-    judge -> value / 5, calibration (ECE) -> 1 - ECE, robustness (the mean worst-case score over
-    clean and perturbed inputs, an absolute score: no 0/0 for a model that is never right) and
-    exact_match and token_f1 as they are; NaN -> 0; always clipped to [0, 1]."""
+    """Map an eval's value to [0, 1], higher is better, by its entry in EVALS: perplexity ->
+    1 / (1 + ln ppl), judge -> value / 5, calibration (ECE) -> 1 - ECE, the others as they are;
+    NaN -> 0; always clipped to [0, 1].
+
+    Lesson 05."""
     _check_eval_name(name, "normalise_metric")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not _is_real(value):
         raise ValueError(f"value for {name!r} must be a number, got {value!r}")
     if math.isnan(value):
         return 0.0
-    if name == "perplexity":
-        if value <= 0 or math.isinf(value):
-            return 0.0
-        score = 1.0 if value <= 1 else 1.0 / (1.0 + math.log(value))  # ppl < 1 is no distribution
-    elif name == "judge":
-        score = value / 5
-    elif name == "calibration":
-        score = 1.0 - value
-    else:
-        score = value
-    return min(1.0, max(0.0, float(score)))
+    return min(1.0, max(0.0, float(EVALS[name].to_unit(value))))
 
 
 def _check_weights(weights, present):
     for name, w in weights.items():
         _check_eval_name(name, "weights")
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0 or math.isinf(w):
-            raise ValueError(f"weight for {name!r} must be a finite number >= 0, got {w!r}")
+        _check_number(f"weight for {name!r}", w, 0)
     missing = [n for n in present if n not in weights]
     if missing:
         raise ValueError(f"no weight given for eval(s) {missing}; weights has {sorted(weights)}")
     total = sum(weights[n] for n in present)
     if total <= 0:
-        raise ValueError(f"weights sum to {total} over the evals present {present}: nothing to average")
+        raise ValueError(
+            f"weights sum to {total} over the evals present {present}: nothing to average"
+        )
     return {n: weights[n] / total for n in present}
 
 
@@ -1182,7 +1703,9 @@ def _check_results(results):
 
 
 def aggregate(results, weights=None, meta=None):
-    """Weighted mean of the normalised eval values, weights renormalised over the evals present."""
+    """Weighted mean of the normalised eval values, weights renormalised over the evals present.
+
+    Lesson 05."""
     results = _check_results(results)
     names = [r.name for r in results]
     if weights is not None and not isinstance(weights, dict):
@@ -1192,25 +1715,26 @@ def aggregate(results, weights=None, meta=None):
     return FinalReport(score, used, results, dict(meta or {}), aggregate_interval(results, used))
 
 
-def _json_safe(obj):
-    """A copy of obj that strict JSON accepts: NaN and infinity become None, tuples lists."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, torch.Tensor):
-        return _json_safe(obj.tolist())
-    if obj is None or isinstance(obj, (str, int, bool)):
-        return obj
-    if hasattr(obj, "item"):  # numpy scalars
-        return _json_safe(obj.item())
-    raise ValueError(f"cannot write {type(obj).__name__} {obj!r} to JSON")
+def core_evals(model, tok, fixtures=None, max_new_tokens=48, judge_fn=None, timings=None):
+    """The four evals of lessons 01-04 on one model: perplexity, exact match, token F1 and the
+    judge over fixtures (load_fixtures() by default), as a list of EvalResults; seconds per eval
+    into `timings` when it is a dict.
 
-
-def _scored(records):
-    return [r for r in records if r.get("score") is not None]
+    Lesson 05."""
+    fx = load_fixtures() if fixtures is None else fixtures
+    runs = {
+        "perplexity": lambda: perplexity_eval(model, tok, fx["lm"]),
+        "exact_match": lambda: exact_match_eval(model, tok, fx["em"], max_new_tokens),
+        "token_f1": lambda: token_f1_eval(model, tok, fx["f1"], max_new_tokens),
+        "judge": lambda: judge_eval(model, tok, fx["judge"], judge_fn, max_new_tokens),
+    }
+    results = []
+    for name, run in runs.items():
+        start = time.perf_counter()
+        results.append(run())
+        if timings is not None:
+            timings[f"{name}_s"] = time.perf_counter() - start
+    return results
 
 
 def _interval_text(ci, fmt=".4g"):
@@ -1219,7 +1743,9 @@ def _interval_text(ci, fmt=".4g"):
 
 @dataclass
 class FinalReport:
-    """The aggregate with everything behind it: weights as used, the results, and run metadata."""
+    """The aggregate with everything behind it: weights as used, the results, and run metadata.
+
+    Lesson 05."""
 
     score: float  # the aggregate, in [0, 1]
     weights: dict  # renormalised over the evals present, as used
@@ -1235,14 +1761,30 @@ class FinalReport:
         per_token is True (they are most of the file)."""
         norm = self.normalised()
         drop = set() if per_token else {"token_nll"}
-        evals = {r.name: {"value": r.value, "ci95": r.extras.get("ci95"), "normalised": norm[r.name],
-                          "weight": self.weights[r.name], "n": len(_scored(r.per_example)),
-                          "extras": r.extras,
-                          "per_example": [{k: v for k, v in e.items() if k not in drop}
-                                          for e in r.per_example]} for r in self.results}
-        return _json_safe({"schema_version": SCHEMA_VERSION, "aggregate": self.score,
-                           "aggregate_ci95": self.ci95, "weights": self.weights, "evals": evals,
-                           "meta": self.meta})
+        evals = {
+            r.name: {
+                "value": r.value,
+                "ci95": r.extras.get("ci95"),
+                "normalised": norm[r.name],
+                "weight": self.weights[r.name],
+                "n": len(_scored(r.per_example)),
+                "extras": r.extras,
+                "per_example": [
+                    {k: v for k, v in e.items() if k not in drop} for e in r.per_example
+                ],
+            }
+            for r in self.results
+        }
+        return _json_safe(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "aggregate": self.score,
+                "aggregate_ci95": self.ci95,
+                "weights": self.weights,
+                "evals": evals,
+                "meta": self.meta,
+            }
+        )
 
     def to_json(self, path, per_token=False):
         """Write strict JSON (no NaN, no Infinity) to path; returns the path."""
@@ -1253,7 +1795,7 @@ class FinalReport:
         return path
 
     def to_frame(self):
-        """One row per example across evals: eval, index, score, normalised score and the text fields."""
+        """One row per example across evals: eval, index, score, normalised score, text fields."""
         import pandas as pd
 
         rows = []
@@ -1261,49 +1803,156 @@ class FinalReport:
             for i, rec in enumerate(r.per_example):
                 row = {"eval": r.name, "index": i}
                 row.update({k: v for k, v in rec.items() if k != "token_nll" and k != "index"})
-                row["normalised"] = (None if rec.get("score") is None
-                                     else normalise_metric(r.name, rec["score"]))
+                row["normalised"] = (
+                    None if rec.get("score") is None else normalise_metric(r.name, rec["score"])
+                )
                 rows.append(row)
         return pd.DataFrame(rows)
 
     def table(self, worst=3):
         """Text table: the aggregate, a row per eval, then each eval's `worst` lowest examples."""
         norm = self.normalised()
-        lines = [f"aggregate score: {self.score:.4f}  95% CI {_interval_text(self.ci95, '.4f')}"
-                 "  (weighted mean of normalised values, 0-1)", "",
-                 f"{'eval':<12} {'value':>10} {'95% CI':>19} {'normalised':>10} {'weight':>7} {'n':>7}"]
+        lines = [
+            f"aggregate score: {self.score:.4f}  95% CI {_interval_text(self.ci95, '.4f')}"
+            "  (weighted mean of normalised values, 0-1)",
+            "",
+            f"{'eval':<12} {'value':>10} {'95% CI':>19} {'normalised':>10} {'weight':>7} {'n':>7}",
+        ]
         for r in self.results:
             n = len(_scored(r.per_example))
-            n = f"{n}/{len(r.per_example)}" if r.name == "judge" else n  # scored/total: a judge can fail
-            lines.append(f"{r.name:<12} {r.value:>10.4g} {_interval_text(r.extras.get('ci95')):>19} "
-                         f"{norm[r.name]:>10.4f} {self.weights[r.name]:>7.3f} {n:>7}")
-        for r in (r for r in self.results if r.name == "judge"):
-            lines += [f"  judge could not score example {u['index']}: {u['reason']}"
-                      for u in r.extras.get("unscored", [])]
+            n = f"{n}/{len(r.per_example)}" if EVALS[r.name].may_be_unscored else n
+            lines.append(
+                f"{r.name:<12} {r.value:>10.4g} {_interval_text(r.extras.get('ci95')):>19} "
+                f"{norm[r.name]:>10.4f} {self.weights[r.name]:>7.3f} {n:>7}"
+            )
+        for r in (r for r in self.results if EVALS[r.name].may_be_unscored):
+            lines += [
+                f"  {r.name} could not score example {u['index']}: {u['reason']}"
+                for u in r.extras.get("unscored", [])
+            ]
         lines += ["", "worst examples:"]
         for r in self.results:
-            ranked = sorted(_scored(r.per_example), key=lambda e: normalise_metric(r.name, e["score"]))
+            ranked = sorted(
+                _scored(r.per_example), key=lambda e: normalise_metric(r.name, e["score"])
+            )
             for e in ranked[:worst]:
                 what = e.get("prediction", e.get("text", ""))
                 lines.append(f"  {r.name:<12} score {e['score']:<8.4g} {what[:60]!r}")
         return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------
-# 9. Evidence and protocol (lesson 06): reference loss in bits, wrappers, rubrics, raters, a frozen protocol
-# ---------------------------------------------------------------------------------------------
+def plot_report(report, path=None):
+    """Each eval's normalised value (its raw value and interval written on the bar) with the
+    aggregate, beside every example's normalised score as a jittered strip; titled with the run.
+
+    Lesson 05."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _plot_values(ax1, report)
+    _plot_strips(ax2, report)
+    meta = report.meta
+    run = [
+        f"{meta['model'].get('num_params', 0) / 1e6:.2f} M-parameter TinyGPT"
+        if isinstance(meta.get("model"), dict)
+        else None,
+        f"seed {meta['seed']}" if "seed" in meta else None,
+        f"{meta['steps']} steps" if "steps" in meta else None,
+    ]
+    fig.suptitle(" · ".join(x for x in run if x) or "Evaluation report")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+    return fig
+
+
+def _plot_values(ax, report):
+    norm = report.normalised()
+    bars = ax.bar(list(norm), list(norm.values()), color="tab:blue")
+    for bar, r in zip(bars, report.results):
+        label = f"{r.value:.4g}\n{_interval_text(r.extras.get('ci95'), '.3g')}"
+        ax.annotate(
+            label,
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            xytext=(0, 2),
+            textcoords="offset points",
+        )
+    ax.axhline(report.score, color="tab:red", linestyle="--", label=f"aggregate {report.score:.3f}")
+    if report.ci95 is not None:
+        ax.axhspan(*report.ci95, color="tab:red", alpha=0.1, label="its 95% interval")
+    ax.set(
+        ylim=(0, 1.1),
+        ylabel="normalised value (0-1, higher is better)",
+        title="Per eval: raw value and 95% interval on each bar",
+    )
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def _plot_strips(ax, report):
+    """One jittered dot per example (no box: a box over 0/1 scores draws quartiles that do not
+    exist), and each eval's mean as a bar; the jitter is seeded, so the figure is reproducible."""
+    frame = report.to_frame().dropna(subset=["normalised"])
+    generator = torch.Generator().manual_seed(SEED)
+    for x, r in enumerate(report.results):
+        scores = torch.tensor(
+            frame.loc[frame["eval"] == r.name, "normalised"].to_numpy(dtype=float)
+        )
+        jitter = (torch.rand(len(scores), generator=generator) - 0.5) * 0.5
+        ax.scatter(x + jitter, scores, s=14, alpha=0.6, color="tab:gray")
+        ax.hlines(float(scores.mean()), x - 0.3, x + 0.3, color="black")
+    ax.set_xticks(range(len(report.results)), [r.name for r in report.results])
+    ax.set(
+        ylim=(-0.05, 1.05),
+        ylabel="normalised per-example score",
+        title="Per example (jittered; black line: the mean)",
+    )
+
+
+# =================================================================================================
+# Lesson 06 · Evidence and protocol: notebooks/06_evidence_and_protocol.ipynb
+# =================================================================================================
 
 NOTICES_PATH = ROOT / "data" / "notices.json"
+
+
 RATERS_PATH = ROOT / "data" / "raters.json"
+
+
 RECORDING_06_PATH = ROOT / "data" / "recording_06.json"
+
+
 UNKNOWN = "unknown"
+
+
 SPLITS = ("development", "reserved")
+
+
 NOT_APPLICABLE = "not applicable"  # the loss of a system with no token distribution: never 0
+
+
 PROMPT_06 = "Notice: {notice}\nQuestion: {question}\nAnswer with one time (HH:MM) or unknown."
+
+
 RECORD_MAX_NEW_TOKENS = 32
+
+
 _TIME = re.compile(r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")  # 7:05 and 07:05, not 123:45
+
+
 _HHMM = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+
+
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
 _UNAVAILABLE = re.compile(r"\b(unknown|not|no|cannot|isn't|aren't)\b", re.IGNORECASE)
 
 
@@ -1314,12 +1963,15 @@ def _check_case(case, index):
     if case["split"] not in SPLITS:
         raise ValueError(f"cases[{index}] split must be one of {SPLITS}, got {case['split']!r}")
     if case["reference"] != UNKNOWN and not _HHMM.fullmatch(case["reference"]):
-        raise ValueError(f"cases[{index}] reference must be 'HH:MM' or 'unknown', "
-                         f"got {case['reference']!r}")
+        raise ValueError(
+            f"cases[{index}] reference must be 'HH:MM' or 'unknown', got {case['reference']!r}"
+        )
 
 
 def check_split(cases):
-    """{split: sorted source groups}, or ValueError if a group (one notice) sits in both splits."""
+    """{split: sorted source groups}, or ValueError if a group (one notice) sits in both splits.
+
+    Lesson 06."""
     for i, case in enumerate(cases):
         _check_case(case, i)
     ids = [c["id"] for c in cases]
@@ -1334,7 +1986,9 @@ def check_split(cases):
 
 
 def load_notices(path=NOTICES_PATH):
-    """The lesson 06 task: {"notices": {group: text}, "cases": [case dicts]}, split checked."""
+    """The lesson 06 task: {"notices": {group: text}, "cases": [case dicts]}, split checked.
+
+    Lesson 06."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     check_split(data["cases"])
     missing = sorted({c["source_group"] for c in data["cases"]} - set(data["notices"]))
@@ -1344,28 +1998,34 @@ def load_notices(path=NOTICES_PATH):
 
 
 def notice_prompt(notice, question):
-    """The instruction a language model sees for one case: the notice, the question, the contract."""
+    """The instruction a language model sees for one case: the notice, the question, the contract.
+
+    Lesson 06."""
     return PROMPT_06.format(notice=notice, question=question)
 
 
 # Reference loss under teacher forcing ---------------------------------------------------------
-
 def surprise_bits(p):
-    """-log2 p: probability 1 costs 0 bits, 1/2 costs 1 bit, 0 costs infinity."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-        raise ValueError(f"p must be a probability in [0, 1], got {p!r}")
+    """-log2 p: probability 1 costs 0 bits, 1/2 costs 1 bit, 0 costs infinity.
+
+    Lesson 06."""
+    _check_number("p", p, 0, 1)
     return math.inf if p == 0 else -math.log2(p) + 0.0  # + 0.0: -0.0 prints as 0
 
 
 def mean_bits(bits):
-    """Mean surprise per token; None for no tokens (an empty reference has no mean, not 0)."""
+    """Mean surprise per token; None for no tokens (an empty reference has no mean, not 0).
+
+    Lesson 06."""
     bits = list(bits)
     return sum(bits) / len(bits) if bits else None
 
 
 @dataclass
 class ReferenceLoss:
-    """A reference answer's per-token probabilities and surprise in bits under teacher forcing."""
+    """A reference answer's per-token probabilities and surprise in bits under teacher forcing.
+
+    Lesson 06."""
 
     tokens: list  # each reference token as text (a byte here), e.g. "1", ":", "5"
     probs: list  # the model's probability of each correct token, given everything before it
@@ -1382,16 +2042,26 @@ class ReferenceLoss:
         if not self.applicable:
             return {"applicable": False, "mean_bits": NOT_APPLICABLE, "n_tokens": 0}
         m = self.mean_bits
-        return _json_safe({"applicable": True, "n_tokens": len(self.tokens), "tokens": self.tokens,
-                           "probs": self.probs, "bits": self.bits,
-                           "infinite": [math.isinf(b) for b in self.bits], "mean_bits": m,
-                           "mean_is_infinite": m is not None and math.isinf(m)})
+        return _json_safe(
+            {
+                "applicable": True,
+                "n_tokens": len(self.tokens),
+                "tokens": self.tokens,
+                "probs": self.probs,
+                "bits": self.bits,
+                "infinite": [math.isinf(b) for b in self.bits],
+                "mean_bits": m,
+                "mean_is_infinite": m is not None and math.isinf(m),
+            }
+        )
 
 
 @torch.no_grad()
 def reference_loss(model, tok, prompt, reference):
     """Teacher-forced surprise of each reference token after the prompt and the earlier correct
-    tokens; model None (a rule-based system) gives a loss that is not applicable."""
+    tokens; model None (a rule-based system) gives a loss that is not applicable.
+
+    Lesson 06."""
     if not isinstance(prompt, str) or not isinstance(reference, str):
         raise ValueError(f"prompt and reference must be str, got {prompt!r} and {reference!r}")
     if model is None:
@@ -1402,12 +2072,16 @@ def reference_loss(model, tok, prompt, reference):
     ids = tok.encode_prompt(prompt) + ref
     model_len = getattr(getattr(model, "config", None), "max_len", None)
     if model_len is not None and len(ids) - 1 > model_len:
-        raise ValueError(f"prompt + reference need {len(ids) - 1} positions, model max_len={model_len}")
+        raise ValueError(
+            f"prompt + reference need {len(ids) - 1} positions, model max_len={model_len}"
+        )
     # Not token_losses: near-certain tokens cost a few thousandths of a bit, which float32 blurs.
     x = torch.tensor([ids[:-1]], device=_device_of(model))
     with _eval_mode(model):
-        logits = model_logits(model, x)[0, -len(ref):]  # (len(ref), V): they predict the reference
-    logp = torch.log_softmax(logits.double(), dim=-1).cpu()[torch.arange(len(ref)), torch.tensor(ref)]
+        logits = model_logits(model, x)[0, -len(ref) :]  # (len(ref), V): they predict the reference
+    logp = torch.log_softmax(logits.double(), dim=-1).cpu()[
+        torch.arange(len(ref)), torch.tensor(ref)
+    ]
     if logp.isnan().any():
         raise ValueError("the model's logits hold NaN: no loss can be computed")
     bits = [-float(lp) / math.log(2) + 0.0 for lp in logp]
@@ -1415,10 +2089,11 @@ def reference_loss(model, tok, prompt, reference):
 
 
 # Exact task success and wrappers --------------------------------------------------------------
-
 def contract_value(answer):
     """The answer's value if it is exactly one HH:MM time or "unknown" (outer spaces allowed);
-    None otherwise."""
+    None otherwise.
+
+    Lesson 06."""
     _check_prediction(answer)
     text = answer.strip()
     if _HHMM.fullmatch(text):
@@ -1427,7 +2102,9 @@ def contract_value(answer):
 
 
 def task_success(answer, reference):
-    """True iff the delivered answer meets the contract and its value is the reference."""
+    """True iff the delivered answer meets the contract and its value is the reference.
+
+    Lesson 06."""
     if reference != UNKNOWN and not (isinstance(reference, str) and _HHMM.fullmatch(reference)):
         raise ValueError(f"reference must be 'HH:MM' or 'unknown', got {reference!r}")
     return contract_value(answer) == reference
@@ -1439,13 +2116,17 @@ def _times(text):
 
 
 def wrap_raw(response, notice=None, question=None):
-    """The raw output, delivered as it is."""
+    """The raw output, delivered as it is.
+
+    Lesson 06."""
     _check_prediction(response)
     return response
 
 
 def wrap_first_time(response, notice=None, question=None):
-    """The first time in the response; else "unknown" if it says unknown; else the response as is."""
+    """The first time in the response; else "unknown" if it says unknown; else the response as is.
+
+    Lesson 06."""
     _check_prediction(response)
     times = _times(response)
     if times:
@@ -1460,7 +2141,9 @@ def _day_segments(notice, day):
 
 def wrap_source_rule(response, notice, question):
     """Ignore the model; read the notice: the first clause naming the asked day gives its first time
-    (its last when the question asks when something closes, ends or finishes), else "unknown"."""
+    (its last when the question asks when something closes, ends or finishes), else "unknown".
+
+    Lesson 06."""
     if not isinstance(notice, str) or not isinstance(question, str):
         raise ValueError(f"notice and question must be str, got {notice!r} and {question!r}")
     day = next((d for d in _DAYS if re.search(rf"\b{d}\b", question, re.IGNORECASE)), None)
@@ -1482,7 +2165,6 @@ def _wrapper(name):
 
 
 # Rubric: binary criteria, weights, gates ------------------------------------------------------
-
 CRITERIA = ("source_support", "format", "clarity")
 
 
@@ -1492,7 +2174,9 @@ def _says_unavailable(text):
 
 def source_support(answer, notice, reference):
     """1 if the notice backs the answer: every time it names is in the notice and the asked value is
-    among them (or, for "unknown", it says the time is unavailable); a coarse automatic check."""
+    among them (or, for "unknown", it says the time is unavailable); a coarse automatic check.
+
+    Lesson 06."""
     times, in_notice = _times(answer), set(_times(notice))
     if any(t not in in_notice for t in times):
         return 0
@@ -1501,21 +2185,30 @@ def source_support(answer, notice, reference):
 
 def anchored_clarity(answer):
     """The checkable reading of the sharpened clarity anchor: asks nothing back (no "?") and gives
-    one value, either exactly one time or a plain statement that the time is not available."""
+    one value, either exactly one time or a plain statement that the time is not available.
+
+    Lesson 06."""
     times, unavailable = set(_times(answer)), _says_unavailable(answer)
     one_value = (len(times) == 1 and not unavailable) or (not times and unavailable)
     return int("?" not in answer and one_value)
 
 
 def rubric_labels(answer, notice, reference):
-    """The three binary criteria for one delivered answer: source_support, format, clarity."""
-    return {"source_support": source_support(answer, notice, reference),
-            "format": int(contract_value(answer) is not None), "clarity": anchored_clarity(answer)}
+    """The three binary criteria for one delivered answer: source_support, format, clarity.
+
+    Lesson 06."""
+    return {
+        "source_support": source_support(answer, notice, reference),
+        "format": int(contract_value(answer) is not None),
+        "clarity": anchored_clarity(answer),
+    }
 
 
 @dataclass(frozen=True)
 class Rubric:
-    """Binary criteria with weights, mandatory gates, and the score an answer needs to pass."""
+    """Binary criteria with weights, mandatory gates, and the score an answer needs to pass.
+
+    Lesson 06."""
 
     weights: dict  # criterion -> weight >= 0; the score is sum(weight * label) / sum(weights)
     gates: tuple = ()  # criteria that fail the answer when 0, whatever the points
@@ -1525,24 +2218,29 @@ class Rubric:
         if not isinstance(self.weights, dict) or set(self.weights) - set(CRITERIA):
             raise ValueError(f"weights must be a dict over {CRITERIA}, got {self.weights!r}")
         for c, w in self.weights.items():
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < math.inf:
-                raise ValueError(f"weight for {c!r} must be a finite number >= 0, got {w!r}")
+            _check_number(f"weight for {c!r}", w, 0)
         if sum(self.weights.values()) <= 0:
             raise ValueError(f"weights sum to 0, nothing to score: {self.weights!r}")
         bad = [g for g in self.gates if g not in CRITERIA]
         if not isinstance(self.gates, tuple) or bad:
-            raise ValueError(f"gates must be a tuple of criteria from {CRITERIA}, got {self.gates!r}")
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
-                or not 0 <= self.threshold <= 1:
-            raise ValueError(f"threshold must be a number in [0, 1], got {self.threshold!r}")
+            raise ValueError(
+                f"gates must be a tuple of criteria from {CRITERIA}, got {self.gates!r}"
+            )
+        _check_number("threshold", self.threshold, 0, 1)
 
     def to_dict(self):
         """Weights, gates and threshold as plain JSON-ready values."""
-        return {"weights": dict(self.weights), "gates": list(self.gates), "threshold": self.threshold}
+        return {
+            "weights": dict(self.weights),
+            "gates": list(self.gates),
+            "threshold": self.threshold,
+        }
 
 
 def rubric_score(labels, rubric):
-    """{"score": weighted mean of the 0/1 labels, "gates_failed": [...], "passed": bool}."""
+    """{"score": weighted mean of the 0/1 labels, "gates_failed": [...], "passed": bool}.
+
+    Lesson 06."""
     needed = set(rubric.weights) | set(rubric.gates)
     for c in sorted(needed):
         if labels.get(c) not in (0, 1):
@@ -1550,11 +2248,14 @@ def rubric_score(labels, rubric):
     total = sum(rubric.weights.values())
     score = sum(w * labels[c] for c, w in rubric.weights.items()) / total
     failed = [g for g in rubric.gates if labels[g] == 0]
-    return {"score": score, "gates_failed": failed, "passed": not failed and score >= rubric.threshold}
+    return {
+        "score": score,
+        "gates_failed": failed,
+        "passed": not failed and score >= rubric.threshold,
+    }
 
 
 # Raters: agreement, Cohen's kappa, disputes ---------------------------------------------------
-
 def _check_two_raters(a, b):
     lists = isinstance(a, (list, tuple)) and isinstance(b, (list, tuple))
     if not lists or not a or len(a) != len(b):
@@ -1562,13 +2263,17 @@ def _check_two_raters(a, b):
 
 
 def percent_agreement(a, b):
-    """Share of examples on which the two raters gave the same label."""
+    """Share of examples on which the two raters gave the same label.
+
+    Lesson 06."""
     _check_two_raters(a, b)
     return sum(x == y for x, y in zip(a, b)) / len(a)
 
 
 def cohen_kappa(a, b):
-    """(observed - chance agreement) / (1 - chance); None when chance agreement is 1 (undefined)."""
+    """(observed - chance agreement) / (1 - chance); None when chance agreement is 1 (undefined).
+
+    Lesson 06."""
     _check_two_raters(a, b)
     n, ca, cb = len(a), Counter(a), Counter(b)
     chance = sum(ca[k] * cb[k] for k in ca) / (n * n)
@@ -1578,7 +2283,9 @@ def cohen_kappa(a, b):
 
 
 def confusion_table(a, b, labels=(0, 1)):
-    """table[i][j]: examples rater A labelled labels[i] and rater B labelled labels[j]."""
+    """table[i][j]: examples rater A labelled labels[i] and rater B labelled labels[j].
+
+    Lesson 06."""
     _check_two_raters(a, b)
     stray = sorted({x for x in list(a) + list(b) if x not in labels})
     if stray:
@@ -1587,46 +2294,70 @@ def confusion_table(a, b, labels=(0, 1)):
 
 
 def load_raters(path=RATERS_PATH):
-    """The authored clarity ratings: each example with both raters' labels and reasons, per phase."""
+    """The authored clarity ratings: each example with both raters' labels and reasons, per phase.
+
+    Lesson 06."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     for ex in data["examples"]:
         for phase in ("before", "after"):
             for who in ("A", "B"):
                 r = ex[phase][who]
                 if r.get("label") not in (0, 1) or not str(r.get("reason", "")).strip():
-                    raise ValueError(f"example {ex['id']!r} {phase}/{who} needs label 0/1 and a reason")
+                    raise ValueError(
+                        f"example {ex['id']!r} {phase}/{who} needs label 0/1 and a reason"
+                    )
     return data
 
 
 def rater_labels(raters, phase, who):
-    """One rater's labels in one phase ("before" or "after" the sharper anchor), in example order."""
+    """One rater's labels in one phase ("before" or "after" the sharper anchor), in example order.
+
+    Lesson 06."""
     if phase not in ("before", "after") or who not in ("A", "B"):
         raise ValueError(f"phase must be before/after and who A/B, got {phase!r}, {who!r}")
     return [ex[phase][who]["label"] for ex in raters["examples"]]
 
 
 def rater_disputes(raters, phase):
-    """The examples the two raters labelled differently, with both labels and both reasons."""
+    """The examples the two raters labelled differently, with both labels and both reasons.
+
+    Lesson 06."""
     rows = []
     for ex in raters["examples"]:
         a, b = ex[phase]["A"], ex[phase]["B"]
         if a["label"] != b["label"]:
-            rows.append({"id": ex["id"], "response": ex["response"], "A": a["label"], "B": b["label"],
-                         "A_reason": a["reason"], "B_reason": b["reason"]})
+            rows.append(
+                {
+                    "id": ex["id"],
+                    "response": ex["response"],
+                    "A": a["label"],
+                    "B": b["label"],
+                    "A_reason": a["reason"],
+                    "B_reason": b["reason"],
+                }
+            )
     return rows
 
 
 # Scoring: development freely, reserved only through a frozen protocol -------------------------
-
 def _score_case(case, response, notices, wrapper, rubric):
     delivered = _wrapper(wrapper)(response, notices[case["source_group"]], case["question"])
     labels = rubric_labels(delivered, notices[case["source_group"]], case["reference"])
     verdict = rubric_score(labels, rubric)
-    return {"id": case["id"], "source_group": case["source_group"], "split": case["split"],
-            "wrapper": wrapper, "reference": case["reference"], "response": response,
-            "delivered": delivered, "success": task_success(delivered, case["reference"]),
-            **labels, "rubric_score": verdict["score"], "gates_failed": verdict["gates_failed"],
-            "passed": verdict["passed"]}
+    return {
+        "id": case["id"],
+        "source_group": case["source_group"],
+        "split": case["split"],
+        "wrapper": wrapper,
+        "reference": case["reference"],
+        "response": response,
+        "delivered": delivered,
+        "success": task_success(delivered, case["reference"]),
+        **labels,
+        "rubric_score": verdict["score"],
+        "gates_failed": verdict["gates_failed"],
+        "passed": verdict["passed"],
+    }
 
 
 def _response_for(responses, case):
@@ -1636,29 +2367,26 @@ def _response_for(responses, case):
 
 
 def score_development(cases, responses, notices, wrapper, rubric):
-    """Score development cases under a wrapper and rubric; a reserved case raises ValueError."""
+    """Score development cases under a wrapper and rubric; a reserved case raises ValueError.
+
+    Lesson 06."""
     reserved = [c["id"] for c in cases if c["split"] != "development"]
     if reserved:
-        raise ValueError(f"case(s) {reserved} are reserved: score them only with reveal_reserved() "
-                         "under a frozen protocol")
+        raise ValueError(
+            f"case(s) {reserved} are reserved: score them only with reveal_reserved() "
+            "under a frozen protocol"
+        )
     return [_score_case(c, _response_for(responses, c), notices, wrapper, rubric) for c in cases]
-
-
-def _canonical_sha256(obj):
-    blob = json.dumps(_json_safe(obj), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 class ProtocolLog:
     """An append-only JSON-lines log of frozen protocols and exposures. Each line carries the hash
-    of the line before it, so a rewritten earlier line is detected by verify()."""
+    of the line before it, so a rewritten earlier line is detected by verify().
+
+    Lesson 06."""
 
     def __init__(self, path):
         self.path = Path(path)
-
-    def entries(self):
-        """Every entry, oldest first, after checking that no line was rewritten."""
-        return self.verify()
 
     def verify(self):
         """The entries, or ValueError naming the first line whose hash or chain does not match."""
@@ -1666,14 +2394,20 @@ class ProtocolLog:
             return []
         text = self.path.read_text(encoding="utf-8")
         if text and not text.endswith("\n"):  # appending now would glue two entries into one line
-            raise ValueError(f"protocol log {self.path} ends without a newline: its last line was cut "
-                             "or edited after it was written")
+            raise ValueError(
+                f"protocol log {self.path} ends without a newline: its last line was cut "
+                "or edited after it was written"
+            )
         entries, prev = [], None
         for n, line in enumerate(text.splitlines(), start=1):
             entry = json.loads(line)
             body = {k: v for k, v in entry.items() if k != "entry_sha256"}
-            if entry.get("prev_sha256") != prev or _canonical_sha256(body) != entry.get("entry_sha256"):
-                raise ValueError(f"protocol log {self.path} line {n} was changed after it was written")
+            if entry.get("prev_sha256") != prev or _canonical_sha256(body) != entry.get(
+                "entry_sha256"
+            ):
+                raise ValueError(
+                    f"protocol log {self.path} line {n} was changed after it was written"
+                )
             entries.append(entry)
             prev = entry["entry_sha256"]
         return entries
@@ -1681,8 +2415,13 @@ class ProtocolLog:
     def append(self, kind, body):
         """Add one entry at the end (never rewriting a line); returns the entry as written."""
         entries = self.verify()
-        entry = {"index": len(entries), "kind": kind, "written_utc": _utc_now(), **body,
-                 "prev_sha256": entries[-1]["entry_sha256"] if entries else None}
+        entry = {
+            "index": len(entries),
+            "kind": kind,
+            "written_utc": _utc_now(),
+            **body,
+            "prev_sha256": entries[-1]["entry_sha256"] if entries else None,
+        }
         entry["entry_sha256"] = _canonical_sha256(entry)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
@@ -1696,8 +2435,10 @@ class ProtocolLog:
             if e["kind"] == "freeze" and e["protocol_sha256"] == protocol_sha256:
                 body = {k: e[k] for k in PROTOCOL_FIELDS}
                 if _canonical_sha256(body) != protocol_sha256:
-                    raise ValueError(f"protocol log {self.path} entry {e['index']}: its content does "
-                                     f"not hash to protocol {protocol_sha256[:12]}: it was rewritten")
+                    raise ValueError(
+                        f"protocol log {self.path} entry {e['index']}: its content does "
+                        f"not hash to protocol {protocol_sha256[:12]}: it was rewritten"
+                    )
                 return e
         raise ValueError(f"protocol {protocol_sha256!r} is not frozen in {self.path}")
 
@@ -1707,78 +2448,124 @@ class ProtocolLog:
 
 
 def _utc_now():
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-PROTOCOL_FIELDS = ("candidate", "rubric", "clarity_anchor", "threshold", "cases")  # what the hash covers
+PROTOCOL_FIELDS = (
+    "candidate",
+    "rubric",
+    "clarity_anchor",
+    "threshold",
+    "cases",
+)  # what the hash covers
 
 
 def protocol_body(candidate, rubric, clarity_anchor, case_ids):
     """What a freeze locks: candidate (model + wrapper), rubric, clarity reading, threshold, cases,
-    and a SHA-256 over exactly those."""
-    if not isinstance(candidate, dict) or "model" not in candidate \
-            or candidate.get("wrapper") not in WRAPPERS:
-        raise ValueError(f"candidate must be {{'model': sha256 or None, 'wrapper': one of "
-                         f"{sorted(WRAPPERS)}}}, got {candidate!r}")
+    and a SHA-256 over exactly those.
+
+    Lesson 06."""
+    if (
+        not isinstance(candidate, dict)
+        or "model" not in candidate
+        or candidate.get("wrapper") not in WRAPPERS
+    ):
+        raise ValueError(
+            f"candidate must be {{'model': sha256 or None, 'wrapper': one of "
+            f"{sorted(WRAPPERS)}}}, got {candidate!r}"
+        )
     if not isinstance(rubric, Rubric) or not isinstance(clarity_anchor, str) or not clarity_anchor:
-        raise ValueError(f"rubric must be a Rubric and clarity_anchor a non-empty str, got "
-                         f"{rubric!r}, {clarity_anchor!r}")
+        raise ValueError(
+            f"rubric must be a Rubric and clarity_anchor a non-empty str, got "
+            f"{rubric!r}, {clarity_anchor!r}"
+        )
     if not isinstance(case_ids, (list, tuple)) or not case_ids:
         raise ValueError(f"case_ids must be a non-empty list of case ids, got {case_ids!r}")
-    body = {"candidate": dict(candidate), "rubric": rubric.to_dict(), "clarity_anchor": clarity_anchor,
-            "threshold": rubric.threshold, "cases": sorted(case_ids)}
+    body = {
+        "candidate": dict(candidate),
+        "rubric": rubric.to_dict(),
+        "clarity_anchor": clarity_anchor,
+        "threshold": rubric.threshold,
+        "cases": sorted(case_ids),
+    }
     return {**body, "protocol_sha256": _canonical_sha256(body)}
 
 
 def freeze_protocol(log, candidate, rubric, clarity_anchor, case_ids):
     """Append a frozen protocol to the log and return its entry; changing anything later means a
-    new freeze (a new entry), never an edit of this one."""
+    new freeze (a new entry), never an edit of this one.
+
+    Lesson 06."""
     return log.append("freeze", protocol_body(candidate, rubric, clarity_anchor, case_ids))
 
 
 def reveal_reserved(log, protocol_sha256, cases, responses, notices):
     """Score the frozen protocol's cases with its own wrapper and rubric, then log them as exposed.
 
-    Each record says whether the case was already exposed before (then it is development evidence)."""
+    Each record says whether the case was already exposed before (then it is development evidence).
+
+    Lesson 06."""
     frozen = log.protocol(protocol_sha256)
     by_id = {c["id"]: c for c in cases}
     missing = [i for i in frozen["cases"] if i not in by_id]
     if missing:
         raise ValueError(f"the frozen protocol lists case(s) {missing} that cases does not hold")
-    rubric = Rubric(frozen["rubric"]["weights"], tuple(frozen["rubric"]["gates"]),
-                    frozen["rubric"]["threshold"])
+    rubric = Rubric(
+        frozen["rubric"]["weights"], tuple(frozen["rubric"]["gates"]), frozen["rubric"]["threshold"]
+    )
     before = set(log.exposed())
-    records = [{**_score_case(by_id[i], _response_for(responses, by_id[i]), notices,
-                              frozen["candidate"]["wrapper"], rubric),
-                "exposed": True, "previously_exposed": i in before} for i in frozen["cases"]]
-    log.append("exposure", {"protocol_sha256": protocol_sha256, "cases": list(frozen["cases"]),
-                            "successes": sum(r["success"] for r in records), "n": len(records)})
+    records = [
+        {
+            **_score_case(
+                by_id[i],
+                _response_for(responses, by_id[i]),
+                notices,
+                frozen["candidate"]["wrapper"],
+                rubric,
+            ),
+            "exposed": True,
+            "previously_exposed": i in before,
+        }
+        for i in frozen["cases"]
+    ]
+    log.append(
+        "exposure",
+        {
+            "protocol_sha256": protocol_sha256,
+            "cases": list(frozen["cases"]),
+            "successes": sum(r["success"] for r in records),
+            "n": len(records),
+        },
+    )
     return records
 
 
 # Honest reporting: numerators, denominators, Wilson intervals, a decision brief ---------------
-
 Z95 = 1.959963984540054  # the normal quantile for a two-sided 95% interval
 
 
 def wilson_interval(k, n, z=Z95):
-    """The Wilson score interval (low, high) for k successes in n trials."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
-        raise ValueError(f"k must be an int in [0, n={n}], got {k!r}")
+    """The Wilson score interval (low, high) for k successes in n trials.
+
+    Lesson 06."""
+    _check_number("n", n, 1, integer=True)
+    _check_number("k", k, 0, n, integer=True)
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     # exactly 0 at k = 0 and 1 at k = n, where rounding would leave a few 1e-17 behind
-    return (0.0 if k == 0 else max(0.0, centre - half)), (1.0 if k == n else min(1.0, centre + half))
+    return (0.0 if k == 0 else max(0.0, centre - half)), (
+        1.0 if k == n else min(1.0, centre + half)
+    )
 
 
 @dataclass(frozen=True)
 class Rate:
-    """A success rate as numerator/denominator with its 95% Wilson score interval."""
+    """A success rate as numerator/denominator with its 95% Wilson score interval.
+
+    Lesson 06."""
 
     k: int  # successes
     n: int  # cases
@@ -1791,14 +2578,18 @@ class Rate:
         return self.k / self.n
 
     def __str__(self):
-        return (f"{self.k}/{self.n} = {self.value:.0%} "
-                f"(95% Wilson interval {self.low:.1%} to {self.high:.1%})")
+        return (
+            f"{self.k}/{self.n} = {self.value:.0%} "
+            f"(95% Wilson interval {self.low:.1%} to {self.high:.1%})"
+        )
 
 
 def success_rate(records, key="success", group_key=None):
     """A Rate over the records' boolean `key`, numerator and denominator kept. With group_key, over
     groups instead: records from one source are one piece of evidence, and a group succeeds only
-    when every record in it does (Wilson then assumes the groups, not the records, independent)."""
+    when every record in it does (Wilson then assumes the groups, not the records, independent).
+
+    Lesson 06."""
     if not records:
         raise ValueError("records is empty: a rate needs at least one case")
     if group_key is None:
@@ -1813,21 +2604,32 @@ def success_rate(records, key="success", group_key=None):
 
 
 def rate_table(groups):
-    """A DataFrame with one row per named group of records: k, n, rate and its Wilson interval."""
+    """A DataFrame with one row per named group of records: k, n, rate and its Wilson interval.
+
+    Lesson 06."""
     import pandas as pd
 
     rows = []
     for name, records in groups.items():
         r = success_rate(records)
-        rows.append({"group": name, "successes": r.k, "n": r.n, "rate": round(r.value, 4),
-                     "low": round(r.low, 4), "high": round(r.high, 4)})
+        rows.append(
+            {
+                "group": name,
+                "successes": r.k,
+                "n": r.n,
+                "rate": round(r.value, 4),
+                "low": round(r.low, 4),
+                "high": round(r.high, 4),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def cases_needed(k, n, target, z=Z95):
-    """How many further all-successful cases would lift the Wilson lower bound to target."""
-    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
-        raise ValueError(f"target must be a number in (0, 1), got {target!r}")
+    """How many further all-successful cases would lift the Wilson lower bound to target.
+
+    Lesson 06."""
+    _check_number("target", target, 0, 1, open_low=True, open_high=True)
     m = 0
     while wilson_interval(k + m, n + m, z)[0] < target:
         m += 1
@@ -1836,14 +2638,18 @@ def cases_needed(k, n, target, z=Z95):
 
 def critical_failures(records):
     """Records whose delivered answer names a time the notice does not back: a wrong time sends a
-    learner to the wrong place at the wrong hour; a wrong "unknown" only sends them to ask."""
+    learner to the wrong place at the wrong hour; a wrong "unknown" only sends them to ask.
+
+    Lesson 06."""
     return [r for r in records if _times(r["delivered"]) and not r["source_support"]]
 
 
 def decision_brief(name, intended_use, records, target, group_key=None):
     """accept / restrict / reject from the success rate's Wilson interval against target and the
     critical failures, with reasons and what new evidence would change the decision. The rate counts
-    cases, or with group_key="source_group" source groups (a group succeeds when all its cases do)."""
+    cases, or with group_key="source_group" source groups (a group succeeds when all its cases do).
+
+    Lesson 06."""
     rate, critical = success_rate(records, group_key=group_key), critical_failures(records)
     unit = "cases" if group_key is None else group_key.replace("_", " ") + "s"
     misses = [r["id"] for r in records if not r["success"]]
@@ -1854,111 +2660,101 @@ def decision_brief(name, intended_use, records, target, group_key=None):
     else:
         decision = "restrict"
     wrong = [r["id"] for r in critical]
-    reasons = [f"task success over {unit} {rate}; target {target:.0%}",
-               f"by case {success_rate(records)}; by source group "
-               f"{success_rate(records, group_key='source_group')}",
-               f"failures: {misses or 'none'}; wrong times delivered: {wrong or 'none'}",
-               f"source groups: {sorted({r['source_group'] for r in records})}"]
+    reasons = [
+        f"task success over {unit} {rate}; target {target:.0%}",
+        f"by case {success_rate(records)}; by source group "
+        f"{success_rate(records, group_key='source_group')}",
+        f"failures: {misses or 'none'}; wrong times delivered: {wrong or 'none'}",
+        f"source groups: {sorted({r['source_group'] for r in records})}",
+    ]
     more = cases_needed(rate.k, rate.n, target)
-    change = [f"{more} further {unit} answered in full, none failing, would lift the lower bound to "
-              f"{target:.0%}", "any wrong time delivered on new cases would mean reject"]
-    return {"candidate": name, "intended_use": intended_use, "decision": decision,
-            "rate": str(rate), "reasons": reasons, "would_change": change}
-
-
-# The recording: TinyGPT's completions, pinned ---------------------------------------------------
-
-def _recording_versions():
-    import platform
-
-    import numpy
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__}
-
-
-def record_06(path=RECORDING_06_PATH, max_new_tokens=RECORD_MAX_NEW_TOKENS):
-    """Greedy completions of the shipped TinyGPT for every case, written with the checkpoint and
-    fixture hashes, package versions, decoding settings and date (`python evalcore.py record`)."""
-    from datetime import datetime, timezone
-
-    task, tok = load_notices(), InstructionTokenizer()
-    prompts = [notice_prompt(task["notices"][c["source_group"]], c["question"]) for c in task["cases"]]
-    answers = generate(load_pretrained(), tok, prompts, max_new_tokens=max_new_tokens)
-    rec = {"note": "Greedy completions of the shipped TinyGPT; lesson 06 reads these, not the model.",
-           "checkpoint": {"file": CHECKPOINT_PATH.name, "sha256": _sha256(CHECKPOINT_PATH)},
-           "fixture": {"file": "data/notices.json", "sha256": _sha256(NOTICES_PATH)},
-           "versions": _recording_versions(),
-           "decoding": {"method": "greedy", "max_new_tokens": max_new_tokens, "prompt": PROMPT_06},
-           "date": datetime.now(timezone.utc).date().isoformat(),
-           "completions": {c["id"]: {"prompt": p, "response": a}
-                           for c, p, a in zip(task["cases"], prompts, answers)}}
-    Path(path).write_text(json.dumps(rec, indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                          encoding="utf-8")
-    return rec
+    change = [
+        f"{more} further {unit} answered in full, none failing, would lift the lower bound to "
+        f"{target:.0%}",
+        "any wrong time delivered on new cases would mean reject",
+    ]
+    return {
+        "candidate": name,
+        "intended_use": intended_use,
+        "decision": decision,
+        "rate": str(rate),
+        "reasons": reasons,
+        "would_change": change,
+    }
 
 
 def load_recording(path=RECORDING_06_PATH):
-    """The recording, after checking that it matches the shipped checkpoint and the notices file."""
+    """The recording, after checking that it matches the shipped checkpoint and the notices file.
+
+    Lesson 06."""
     rec = json.loads(Path(path).read_text(encoding="utf-8"))
     ckpt = _sha256(CHECKPOINT_PATH)
     if rec["checkpoint"]["sha256"] != ckpt:
-        raise ValueError(f"{path} was recorded with checkpoint {rec['checkpoint']['sha256'][:12]}, "
-                         f"the shipped one is {ckpt[:12]}: run `python evalcore.py record`")
+        raise ValueError(
+            f"{path} was recorded with checkpoint {rec['checkpoint']['sha256'][:12]}, "
+            f"the shipped one is {ckpt[:12]}: run `python evalcore.py record`"
+        )
     if rec["fixture"]["sha256"] != _sha256(NOTICES_PATH):
-        raise ValueError(f"{path} was recorded on another data/notices.json: "
-                         "run `python evalcore.py record`")
+        raise ValueError(
+            f"{path} was recorded on another data/notices.json: run `python evalcore.py record`"
+        )
     return rec
 
 
 def recorded_responses(rec):
-    """{case id: recorded response} from a loaded recording."""
+    """{case id: recorded response} from a loaded recording.
+
+    Lesson 06."""
     return {i: c["response"] for i, c in rec["completions"].items()}
 
 
-# ---------------------------------------------------------------------------------------------
-# 10. Calibration (lesson 07)
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Lesson 07 · Calibration: notebooks/07_calibration.ipynb
+# =================================================================================================
 
 MULTIPLE_CHOICE_PATH = ROOT / "data" / "multiple_choice.json"
+
+
 BINNINGS = ("width", "mass")
-
-
-def _seeded_rng(seed, *parts):
-    """A random.Random seeded from SHA-256 of the seed and parts: the same draws on every machine."""
-    import random
-
-    key = "\x1f".join(str(p) for p in (seed, *parts)).encode("utf-8")
-    return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
 
 
 def multiple_choice_items(k=4, seed=SEED):
     """The EM questions as k-way multiple choice: the gold answer is the first reference, the k - 1
-    distractors are other answers of the same kind (data/multiple_choice.json); order seeded."""
+    distractors are other answers of the same kind (data/multiple_choice.json); order seeded.
+
+    Lesson 07."""
     kinds = json.loads(MULTIPLE_CHOICE_PATH.read_text(encoding="utf-8"))["kinds"]
     most = min(len(pool) for pool in kinds.values())
-    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= most:
-        raise ValueError(f"k must be an int in [2, {most}], got {k!r}")
+    _check_number("k", k, 2, most, integer=True)
     items = []
     for q, ref in load_fixtures()["em"]:
         refs = _references(ref)
         kind = next((name for name, pool in kinds.items() if refs[0] in pool), None)
         if kind is None:
-            raise ValueError(f"gold answer {refs[0]!r} of {q!r} has no kind in {MULTIPLE_CHOICE_PATH}")
+            raise ValueError(
+                f"gold answer {refs[0]!r} of {q!r} has no kind in {MULTIPLE_CHOICE_PATH}"
+            )
         accepted = {normalise_em(r) for r in refs}
         pool = sorted(a for a in kinds[kind] if normalise_em(a) not in accepted)
         rng = _seeded_rng(seed, "multiple_choice", q)
         choices = [refs[0]] + rng.sample(pool, k - 1)
         rng.shuffle(choices)
-        items.append({"question": q, "choices": choices, "gold": choices.index(refs[0]), "kind": kind})
+        items.append(
+            {"question": q, "choices": choices, "gold": choices.index(refs[0]), "kind": kind}
+        )
     return items
 
 
 def completion_logliks(model, tok, instructions, completions, batch_size=16):
     """(log-likelihood in nats, tokens scored) of each completion and the token that closes it
-    (TinyGPT's PAD) after the instruction's prompt: teacher forcing, through token_losses."""
+    (TinyGPT's PAD) after the instruction's prompt: teacher forcing, through token_losses.
+
+    Lesson 07."""
     _check_strings("instructions", instructions)
     if not isinstance(completions, (list, tuple)) or len(completions) != len(instructions):
-        raise ValueError(f"completions must be a list of {len(instructions)} str, got {completions!r}")
+        raise ValueError(
+            f"completions must be a list of {len(instructions)} str, got {completions!r}"
+        )
     _positive_int("batch_size", batch_size)
     windows = []
     for q, c in zip(instructions, completions):
@@ -1977,14 +2773,18 @@ def _check_items(items):
         ok = ok and isinstance(choices, (list, tuple)) and len(choices) >= 2
         ok = ok and all(isinstance(c, str) for c in choices)
         gold = it.get("gold") if ok else None
-        ok = ok and not isinstance(gold, bool) and isinstance(gold, int) and 0 <= gold < len(choices)
+        ok = ok and _in_range(gold, 0, len(choices), open_high=True, integer=True)
         if not ok:
-            raise ValueError(f"items[{i}] must be {{'question': str, 'choices': >= 2 str, "
-                             f"'gold': index into choices}}, got {it!r}")
+            raise ValueError(
+                f"items[{i}] must be {{'question': str, 'choices': >= 2 str, "
+                f"'gold': index into choices}}, got {it!r}"
+            )
 
 
 def choice_logliks(model, tok, items, batch_size=16):
-    """Per item, the log-likelihood of each choice given the question (summed over its tokens)."""
+    """Per item, the log-likelihood of each choice given the question (summed over its tokens).
+
+    Lesson 07."""
     _check_items(items)
     flat = [(it["question"], c) for it in items for c in it["choices"]]
     questions, choices = [q for q, _ in flat], [c for _, c in flat]
@@ -1993,13 +2793,13 @@ def choice_logliks(model, tok, items, batch_size=16):
 
 
 def _check_temperature(temperature):
-    if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-            or not math.isfinite(temperature) or temperature <= 0):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    _check_number("temperature", temperature, 0, open_low=True)
 
 
 def choice_probabilities(logliks, temperature=1.0):
-    """Softmax of one item's choice log-likelihoods divided by temperature (T > 1 flattens it)."""
+    """Softmax of one item's choice log-likelihoods divided by temperature (T > 1 flattens it).
+
+    Lesson 07."""
     _check_temperature(temperature)
     scores = torch.tensor(_floats("logliks", logliks), dtype=torch.float64)
     if len(scores) < 2 or not scores.isfinite().all():
@@ -2007,20 +2807,16 @@ def choice_probabilities(logliks, temperature=1.0):
     return torch.softmax(scores / temperature, dim=0).tolist()
 
 
-def _floats(name, values):
-    try:
-        return [float(v) for v in values]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a list of numbers, got {values!r}") from None
-
-
 def _check_calibration_inputs(confidences, correct):
     conf, hits = _floats("confidences", confidences), _floats("correct", correct)
     if not conf or not all(0.0 <= c <= 1.0 for c in conf):  # refuses NaN too
-        raise ValueError(f"confidences must be a non-empty list of numbers in [0, 1], "
-                         f"got {confidences!r}")
+        raise ValueError(
+            f"confidences must be a non-empty list of numbers in [0, 1], got {confidences!r}"
+        )
     if len(hits) != len(conf) or not all(h in (0.0, 1.0) for h in hits):
-        raise ValueError(f"correct must hold {len(conf)} values, each 0, 1 or a bool, got {correct!r}")
+        raise ValueError(
+            f"correct must hold {len(conf)} values, each 0, 1 or a bool, got {correct!r}"
+        )
     return conf, hits
 
 
@@ -2039,14 +2835,16 @@ def _bin_members(conf, n_bins, binning):
     order = sorted(range(len(conf)), key=lambda i: conf[i])  # equal mass: sorted, cut into runs
     size, extra = divmod(len(conf), n_bins)
     starts = [b * size + min(b, extra) for b in range(n_bins + 1)]
-    return [order[starts[b]:starts[b + 1]] for b in range(n_bins)]
+    return [order[starts[b] : starts[b + 1]] for b in range(n_bins)]
 
 
 def calibration_bins(confidences, correct, n_bins=10, binning="width"):
-    """Per bin: lo, hi, count, mean confidence, accuracy and |accuracy - confidence| (None if empty).
+    """Per bin: lo, hi, count, mean confidence, accuracy, |accuracy - confidence| (None if empty).
 
     "width": equal-width bins [lo, hi), the top one [lo, 1]; "mass": bins of equal count (ties may
-    straddle a cut), lo and hi being the least and greatest confidence in each."""
+    straddle a cut), lo and hi being the least and greatest confidence in each.
+
+    Lesson 07."""
     conf, hits = _check_calibration_inputs(confidences, correct)
     _positive_int("n_bins", n_bins)
     if binning not in BINNINGS:
@@ -2054,11 +2852,22 @@ def calibration_bins(confidences, correct, n_bins=10, binning="width"):
     bins = []
     for b, idx in enumerate(_bin_members(conf, n_bins, binning)):
         cs = [conf[i] for i in idx]
-        lo, hi = (b / n_bins, (b + 1) / n_bins) if binning == "width" else (min(cs, default=None),
-                                                                              max(cs, default=None))
+        lo, hi = (
+            (b / n_bins, (b + 1) / n_bins)
+            if binning == "width"
+            else (min(cs, default=None), max(cs, default=None))
+        )
         c, a = (_mean(cs), _mean(hits[i] for i in idx)) if idx else (None, None)
-        bins.append({"lo": lo, "hi": hi, "count": len(idx), "confidence": c, "accuracy": a,
-                     "gap": None if c is None else abs(a - c)})
+        bins.append(
+            {
+                "lo": lo,
+                "hi": hi,
+                "count": len(idx),
+                "confidence": c,
+                "accuracy": a,
+                "gap": None if c is None else abs(a - c),
+            }
+        )
     return bins
 
 
@@ -2069,37 +2878,50 @@ def _ece_mce(bins):
 
 
 def expected_calibration_error(confidences, correct, n_bins=10, binning="width"):
-    """ECE: the count-weighted mean over bins of |accuracy - mean confidence| (0: calibrated)."""
+    """ECE: the count-weighted mean over bins of |accuracy - mean confidence| (0: calibrated).
+
+    Lesson 07."""
     return _ece_mce(calibration_bins(confidences, correct, n_bins, binning))[0]
 
 
 def max_calibration_error(confidences, correct, n_bins=10, binning="width"):
-    """MCE: the largest |accuracy - mean confidence| over the non-empty bins."""
+    """MCE: the largest |accuracy - mean confidence| over the non-empty bins.
+
+    Lesson 07."""
     return _ece_mce(calibration_bins(confidences, correct, n_bins, binning))[1]
 
 
 def _check_golds(logliks, golds):
-    if (not isinstance(logliks, (list, tuple)) or not logliks or not isinstance(golds, (list, tuple))
-            or len(golds) != len(logliks)):
-        raise ValueError(f"logliks and golds must be non-empty lists of one length, got "
-                         f"{type(logliks).__name__} and {golds!r}")
+    if (
+        not isinstance(logliks, (list, tuple))
+        or not logliks
+        or not isinstance(golds, (list, tuple))
+        or len(golds) != len(logliks)
+    ):
+        raise ValueError(
+            f"logliks and golds must be non-empty lists of one length, got "
+            f"{type(logliks).__name__} and {golds!r}"
+        )
     for i, (ll, g) in enumerate(zip(logliks, golds)):
-        if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(ll):
+        if not _in_range(g, 0, len(ll), open_high=True, integer=True):
             raise ValueError(f"golds[{i}] must index one of the {len(ll)} choices, got {g!r}")
 
 
 class TemperatureAtGridEdge(UserWarning):
-    """fit_temperature's optimum is an end of its grid: the true optimum may lie beyond it."""
+    """fit_temperature's optimum is an end of its grid: the true optimum may lie beyond it.
+
+    Lesson 07."""
 
 
 def fit_temperature(logliks, golds, low=0.01, high=1000.0, steps=501):
     """The temperature minimising the gold choices' mean NLL over the items given: a grid search
     over `steps` log-spaced values in [low, high] (the smallest of equal minima wins). An optimum
-    at either end of the grid is reported with a TemperatureAtGridEdge warning."""
+    at either end of the grid is reported with a TemperatureAtGridEdge warning.
+
+    Lesson 07."""
     _check_golds(logliks, golds)
     _positive_int("steps", steps)
-    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high))
-    if not numbers or not 0 < low < high < math.inf:
+    if not (_in_range(low, 0, open_low=True) and _in_range(high, low, open_low=True)):
         raise ValueError(f"need numbers 0 < low < high < inf, got low={low!r}, high={high!r}")
     grid = torch.logspace(math.log10(low), math.log10(high), steps, dtype=torch.float64)
     nll = torch.zeros(steps, dtype=torch.float64)
@@ -2109,9 +2931,12 @@ def fit_temperature(logliks, golds, low=0.01, high=1000.0, steps=501):
     best = int(nll.argmin())
     if best in (0, steps - 1):
         what = "uniform: confidence 1/k" if best else "as sharp as the grid allows"
-        warnings.warn(f"fit_temperature: the optimum T = {float(grid[best]):.4g} is the end of the "
-                      f"grid [{low}, {high}] ({what}); the best temperature may lie beyond it",
-                      TemperatureAtGridEdge, stacklevel=2)
+        warnings.warn(
+            f"fit_temperature: the optimum T = {float(grid[best]):.4g} is the end of the "
+            f"grid [{low}, {high}] ({what}); the best temperature may lie beyond it",
+            TemperatureAtGridEdge,
+            stacklevel=2,
+        )
     return float(grid[best])
 
 
@@ -2119,78 +2944,139 @@ def _calibration_record(item, logliks, temperature):
     probs = choice_probabilities(logliks, temperature)
     top = max(range(len(probs)), key=probs.__getitem__)  # the first of tied maxima
     conf, hit, p_gold = probs[top], float(top == item["gold"]), probs[item["gold"]]
-    return {"question": item["question"], "choices": list(item["choices"]),
-            "gold": item["choices"][item["gold"]], "prediction": item["choices"][top],
-            "logliks": [float(x) for x in logliks], "probabilities": probs, "confidence": conf,
-            "correct": hit, "score": abs(conf - hit), "nll": -math.log(max(p_gold, 1e-300)),
-            "brier": sum(p * p for p in probs) - 2 * p_gold + 1}
+    return {
+        "question": item["question"],
+        "choices": list(item["choices"]),
+        "gold": item["choices"][item["gold"]],
+        "prediction": item["choices"][top],
+        "logliks": [float(x) for x in logliks],
+        "probabilities": probs,
+        "confidence": conf,
+        "correct": hit,
+        "score": abs(conf - hit),
+        "nll": -math.log(max(p_gold, 1e-300)),
+        "brier": sum(p * p for p in probs) - 2 * p_gold + 1,
+    }
 
 
 def calibration_result(items, logliks, temperature=1.0, n_bins=10, binning="width"):
     """The calibration EvalResult from choice log-likelihoods already computed: value = ECE; each
-    record's score is its own |confidence - correct| (their mean bounds ECE from above)."""
+    record's score is its own |confidence - correct| (their mean bounds ECE from above).
+
+    Lesson 07."""
     _check_items(items)
     _check_golds(logliks, [it["gold"] for it in items])
     records = [_calibration_record(it, ll, temperature) for it, ll in zip(items, logliks)]
     conf, hits = [r["confidence"] for r in records], [r["correct"] for r in records]
     bins = calibration_bins(conf, hits, n_bins, binning)
     ece, mce = _ece_mce(bins)
-    extras = {"ece": ece, "mce": mce, "accuracy": _mean(hits), "mean_confidence": _mean(conf),
-              "nll": _mean(r["nll"] for r in records), "brier": _mean(r["brier"] for r in records),
-              "temperature": temperature, "n_bins": n_bins, "binning": binning, "bins": bins}
+    extras = {
+        "ece": ece,
+        "mce": mce,
+        "accuracy": _mean(hits),
+        "mean_confidence": _mean(conf),
+        "nll": _mean(r["nll"] for r in records),
+        "brier": _mean(r["brier"] for r in records),
+        "temperature": temperature,
+        "n_bins": n_bins,
+        "binning": binning,
+        "bins": bins,
+    }
     return with_interval(EvalResult("calibration", ece, records, extras))
 
 
 def calibration_eval(model, tok, items=None, temperature=1.0, n_bins=10, binning="width"):
-    """Multiple-choice calibration: softmax over each item's choice log-likelihoods (teacher forced);
-    confidence = the top probability, correct = the top choice is gold; value = ECE (0 is best)."""
+    """Multiple-choice calibration: softmax over each item's choice log-likelihoods (forced);
+    confidence = the top probability, correct = the top choice is gold; value = ECE (0 is best).
+
+    Lesson 07."""
     items = multiple_choice_items() if items is None else items
-    return calibration_result(items, choice_logliks(model, tok, items), temperature, n_bins, binning)
+    return calibration_result(
+        items, choice_logliks(model, tok, items), temperature, n_bins, binning
+    )
 
 
 def answer_confidences(model, tok, instructions, answers, reduce="mean"):
     """Free-form confidence of each answer from its tokens' probabilities (closing PAD included):
-    their geometric mean ("mean") or their product ("product")."""
+    their geometric mean ("mean") or their product ("product").
+
+    Lesson 07."""
     if reduce not in ("mean", "product"):
         raise ValueError(f"reduce must be 'mean' or 'product', got {reduce!r}")
     scored = completion_logliks(model, tok, instructions, answers)
     return [math.exp(ll / n) if reduce == "mean" else math.exp(ll) for ll, n in scored]
 
 
-# ---------------------------------------------------------------------------------------------
-# 11. Robustness under perturbation (lesson 08)
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Lesson 08 · Robustness under perturbation: notebooks/08_robustness.ipynb
+# =================================================================================================
 
-# Each perturbation is a pure function perturb(text, seed=SEED, ...) -> text: deterministic given the
-# seed and the text (its draws come from _seeded_rng(seed, name, text)), and the identity at rate 0.
-# They perturb instructions only; robustness_eval never touches a reference. HELM's set is the model.
+# Each perturbation is a pure function perturb(text, seed=SEED, ...) -> text: deterministic given
+# the seed and the text (its draws come from _seeded_rng(seed, name, text)), and the identity at
+# rate 0.
+# They perturb instructions only; robustness_eval never touches a reference. HELM's set is the
+# model.
+CONTRACTIONS = {
+    "are not": "aren't",
+    "can not": "can't",
+    "cannot": "can't",
+    "could not": "couldn't",
+    "did not": "didn't",
+    "do not": "don't",
+    "does not": "doesn't",
+    "has not": "hasn't",
+    "have not": "haven't",
+    "how is": "how's",
+    "i am": "i'm",
+    "is not": "isn't",
+    "it is": "it's",
+    "let us": "let's",
+    "that is": "that's",
+    "there is": "there's",
+    "they are": "they're",
+    "was not": "wasn't",
+    "we are": "we're",
+    "what is": "what's",
+    "where is": "where's",
+    "who is": "who's",
+    "will not": "won't",
+    "you are": "you're",
+}
 
-CONTRACTIONS = {"are not": "aren't", "can not": "can't", "cannot": "can't", "could not": "couldn't",
-                "did not": "didn't", "do not": "don't", "does not": "doesn't", "has not": "hasn't",
-                "have not": "haven't", "how is": "how's", "i am": "i'm", "is not": "isn't",
-                "it is": "it's", "let us": "let's", "that is": "that's", "there is": "there's",
-                "they are": "they're", "was not": "wasn't", "we are": "we're", "what is": "what's",
-                "where is": "where's", "who is": "who's", "will not": "won't", "you are": "you're"}
-EXPANSIONS = {short: long for long, short in CONTRACTIONS.items()}  # "can't" -> "cannot" (the later)
-PARAPHRASE_TEMPLATES = ("Answer briefly: {q}", "I have a question for you. {q}",
-                        "{q} Reply in a few words.", "Here is a quiz question. {q}",
-                        "Could you help me with this? {q}")  # none is a framing the model trained on
-DISTRACTOR_SENTENCES = ("The library closes early on public holidays.",
-                        "My neighbour painted her fence last weekend.",
-                        "The bus was a little late this morning.",
-                        "Someone left an umbrella by the front door.",
-                        "The kettle in the office is broken again.")
+
+EXPANSIONS = {
+    short: long for long, short in CONTRACTIONS.items()
+}  # "can't" -> "cannot" (the later)
+
+
+PARAPHRASE_TEMPLATES = (
+    "Answer briefly: {q}",
+    "I have a question for you. {q}",
+    "{q} Reply in a few words.",
+    "Here is a quiz question. {q}",
+    "Could you help me with this? {q}",
+)  # none is a framing the model trained on
+
+
+DISTRACTOR_SENTENCES = (
+    "The library closes early on public holidays.",
+    "My neighbour painted her fence last weekend.",
+    "The bus was a little late this morning.",
+    "Someone left an umbrella by the front door.",
+    "The kettle in the office is broken again.",
+)
 
 
 def _check_rate(rate):
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
-        raise ValueError(f"rate must be a number in [0, 1], got {rate!r}")
+    _check_number("rate", rate, 0, 1)
 
 
 def typos(text, seed=SEED, rate=0.1):
     """Each letter, with probability rate, is swapped with the next character, dropped or doubled.
 
-    The draws depend on the seed and the text only, so a higher rate hits the same letters and more."""
+    The draws depend on the seed and the text only, so a higher rate hits the same letters and more.
+
+    Lesson 08."""
     _check_str("text", text)
     _check_rate(rate)
     rng = _seeded_rng(seed, "typos", text)
@@ -2209,7 +3095,9 @@ def typos(text, seed=SEED, rate=0.1):
 
 
 def change_case(text, seed=SEED, mode="lower"):
-    """The text in lower case ("lower"), upper case ("upper") or with capitalised words ("title")."""
+    """The text in lower case ("lower"), upper case ("upper") or with capitalised words ("title").
+
+    Lesson 08."""
     _check_str("text", text)
     if mode not in ("lower", "upper", "title"):
         raise ValueError(f"mode must be 'lower', 'upper' or 'title', got {mode!r}")
@@ -2217,16 +3105,17 @@ def change_case(text, seed=SEED, mode="lower"):
 
 
 def extra_whitespace(text, seed=SEED, max_extra=3):
-    """Each run of spaces gets 0 to max_extra more spaces, drawn per run (HELM's "extra spaces")."""
+    """Each run of spaces gets 0 to max_extra more spaces, drawn per run (HELM's "extra spaces").
+
+    Lesson 08."""
     _check_str("text", text)
-    if isinstance(max_extra, bool) or not isinstance(max_extra, int) or max_extra < 0:
-        raise ValueError(f"max_extra must be an int >= 0, got {max_extra!r}")
+    _check_number("max_extra", max_extra, 0, integer=True)
     rng = _seeded_rng(seed, "extra_whitespace", max_extra, text)
     return re.sub(r" +", lambda m: m.group(0) + " " * rng.randint(0, max_extra), text)
 
 
 def _swap_phrases(text, table):
-    """Replace whole-word, case-insensitive occurrences of table's keys, keeping a leading capital."""
+    """Replace whole-word, case-insensitive matches of table's keys, keeping a leading capital."""
     pattern = r"\b(" + "|".join(re.escape(k) for k in sorted(table, key=len, reverse=True)) + r")\b"
 
     def swap(m):
@@ -2236,43 +3125,62 @@ def _swap_phrases(text, table):
     return re.sub(pattern, swap, text, flags=re.IGNORECASE)
 
 
-def contract(text, seed=SEED):
-    """Contract the phrases CONTRACTIONS lists ("What is" -> "What's"); possessives are untouched."""
+def use_contractions(text, seed=SEED):
+    """Contract the phrases CONTRACTIONS lists ("What is" -> "What's"); possessives are untouched.
+
+    Lesson 08."""
     _check_str("text", text)
     return _swap_phrases(text, CONTRACTIONS)
 
 
-def expand(text, seed=SEED):
-    """Expand the contractions EXPANSIONS lists ("don't" -> "do not"); "Japan's" is untouched."""
+def expand_contractions(text, seed=SEED):
+    """Expand the contractions EXPANSIONS lists ("don't" -> "do not"); "Japan's" is untouched.
+
+    Lesson 08."""
     _check_str("text", text)
     return _swap_phrases(text, EXPANSIONS)
 
 
 def paraphrase(text, seed=SEED):
-    """The instruction inside one of PARAPHRASE_TEMPLATES, chosen by the seed and the text."""
+    """The instruction inside one of PARAPHRASE_TEMPLATES, chosen by the seed and the text.
+
+    Lesson 08."""
     _check_str("text", text)
     return _seeded_rng(seed, "paraphrase", text).choice(PARAPHRASE_TEMPLATES).format(q=text)
 
 
 def add_distractor(text, seed=SEED):
-    """An irrelevant sentence from DISTRACTOR_SENTENCES, chosen by the seed and the text, put first."""
+    """An irrelevant sentence from DISTRACTOR_SENTENCES, chosen by the seed and the text, put first.
+
+    Lesson 08."""
     _check_str("text", text)
     return _seeded_rng(seed, "add_distractor", text).choice(DISTRACTOR_SENTENCES) + " " + text
 
 
 def lowercase(text, seed=SEED):
-    """change_case(text, mode="lower"): the case change EM normalisation would forgive in an answer."""
+    """change_case(text, mode="lower"): the case change EM normalisation would forgive in an answer.
+
+    Lesson 08."""
     return change_case(text, seed, "lower")
 
 
 def uppercase(text, seed=SEED):
-    """change_case(text, mode="upper")."""
+    """change_case(text, mode="upper").
+
+    Lesson 08."""
     return change_case(text, seed, "upper")
 
 
-PERTURBATIONS = {"typos": typos, "lowercase": lowercase, "uppercase": uppercase,
-                 "whitespace": extra_whitespace, "contraction": contract, "expansion": expand,
-                 "paraphrase": paraphrase, "distractor": add_distractor}
+PERTURBATIONS = {
+    "typos": typos,
+    "lowercase": lowercase,
+    "uppercase": uppercase,
+    "whitespace": extra_whitespace,
+    "contraction": use_contractions,
+    "expansion": expand_contractions,
+    "paraphrase": paraphrase,
+    "distractor": add_distractor,
+}
 
 
 def _resolve_perturbations(perturbations):
@@ -2282,20 +3190,29 @@ def _resolve_perturbations(perturbations):
     if isinstance(perturbations, (list, tuple)):
         unknown = [p for p in perturbations if p not in PERTURBATIONS]
         if unknown or not perturbations:
-            raise ValueError(f"perturbations must name some of {sorted(PERTURBATIONS)}, "
-                             f"got {perturbations!r}")
+            raise ValueError(
+                f"perturbations must name some of {sorted(PERTURBATIONS)}, got {perturbations!r}"
+            )
         return {p: PERTURBATIONS[p] for p in perturbations}
-    if (not isinstance(perturbations, dict) or not perturbations or "clean" in perturbations
-            or not all(isinstance(k, str) and callable(f) for k, f in perturbations.items())):
-        raise ValueError("perturbations must be None, a list of names or a non-empty dict of "
-                         f"name -> function(text, seed) (\"clean\" is reserved), got {perturbations!r}")
+    if (
+        not isinstance(perturbations, dict)
+        or not perturbations
+        or "clean" in perturbations
+        or not all(isinstance(k, str) and callable(f) for k, f in perturbations.items())
+    ):
+        raise ValueError(
+            "perturbations must be None, a list of names or a non-empty dict of "
+            f'name -> function(text, seed) ("clean" is reserved), got {perturbations!r}'
+        )
     return dict(perturbations)
 
 
 def _check_score(score, metric, index, name):
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
-        raise ValueError(f"metric {getattr(metric, '__name__', metric)!r} gave {score!r} for example "
-                         f"{index} under {name!r}; expected a number in [0, 1]")
+    if not _in_range(score, 0, 1):
+        raise ValueError(
+            f"metric {getattr(metric, '__name__', metric)!r} gave {score!r} for example "
+            f"{index} under {name!r}; expected a number in [0, 1]"
+        )
     return float(score)
 
 
@@ -2306,15 +3223,21 @@ def _perturbed_runs(pairs, perts, seed):
         for i, (q, _) in enumerate(pairs):
             text = fn(q, seed=seed)
             if not isinstance(text, str):
-                raise ValueError(f"perturbation {name!r} returned {text!r} for example {i}; "
-                                 "expected a str")
+                raise ValueError(
+                    f"perturbation {name!r} returned {text!r} for example {i}; expected a str"
+                )
             runs.append((i, name, text))
     return runs
 
 
-def robustness_eval(model, tok, pairs, perturbations=None, metric=None, seed=SEED, max_new_tokens=48):
+def robustness_eval(
+    model, tok, pairs, perturbations=None, metric=None, seed=SEED, max_new_tokens=48
+):
     """Score each example clean and under each perturbation of its instruction (metric, default
-    exact_match, in [0, 1]); value = mean over examples of the worst score among clean and perturbed."""
+    exact_match, in [0, 1]); value = mean over examples of the worst score among clean and
+    perturbed.
+
+    Lesson 08."""
     _check_pairs(pairs)
     perts, metric = _resolve_perturbations(perturbations), exact_match if metric is None else metric
     runs = _perturbed_runs(pairs, perts, seed)
@@ -2322,9 +3245,18 @@ def robustness_eval(model, tok, pairs, perturbations=None, metric=None, seed=SEE
     records = []
     for (i, name, text), pred in zip(runs, preds):
         q, ref = pairs[i]
-        records.append({"index": i, "perturbation": name, "instruction": text, "original": q,
-                        "changed": text != q, "prediction": pred, "reference": ref,
-                        "score": _check_score(metric(pred, ref), metric, i, name)})
+        records.append(
+            {
+                "index": i,
+                "perturbation": name,
+                "instruction": text,
+                "original": q,
+                "changed": text != q,
+                "prediction": pred,
+                "reference": ref,
+                "score": _check_score(metric(pred, ref), metric, i, name),
+            }
+        )
     value, extras = _robustness_summary(records, list(perts), len(pairs), metric, seed)
     return with_interval(EvalResult("robustness", value, records, extras))
 
@@ -2336,17 +3268,26 @@ def _robustness_summary(records, names, n, metric, seed):
     worst = _mean(min(table[i, p] for p in ["clean"] + names) for i in range(n))
     weakest = min(names, key=lambda p: score[p])  # the first of equal minima
     changed = {p: _mean(r["changed"] for r in records if r["perturbation"] == p) for p in names}
-    extras = {"metric": getattr(metric, "__name__", repr(metric)), "seed": seed,
-              "clean": score["clean"], "per_perturbation": {p: score[p] for p in names},
-              "drop": {p: score["clean"] - score[p] for p in names}, "changed": changed,
-              "worst_case": worst, "worst_perturbation": weakest,
-              "worst_perturbation_score": score[weakest]}
+    extras = {
+        "metric": getattr(metric, "__name__", repr(metric)),
+        "seed": seed,
+        "clean": score["clean"],
+        "per_perturbation": {p: score[p] for p in names},
+        "drop": {p: score["clean"] - score[p] for p in names},
+        "changed": changed,
+        "worst_case": worst,
+        "worst_perturbation": weakest,
+        "worst_perturbation_score": score[weakest],
+    }
     return worst, extras
 
 
-# ---------------------------------------------------------------------------------------------
-# 12. A real judge over HTTP (lesson 09)
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Lesson 09 · A real judge over HTTP: notebooks/09_real_judge_over_http.ipynb
+# =================================================================================================
+# What the lesson teaches: the judge's prompt, reading its reply, and checks of its biases. The
+# judge itself, HTTPJudge, and the local server, JudgeServer, are Appendix A: their retries,
+# Retry-After, cache and key redaction are transport, not evaluation.
 
 JUDGE_RUBRIC = (
     "You grade an answer to an instruction against a reference answer, on this scale:\n"
@@ -2355,8 +3296,820 @@ JUDGE_RUBRIC = (
     "3 = partly right;\n"
     "2 = mostly wrong, with a fragment of the right answer;\n"
     "1 = wrong, empty or unrelated.\n"
-    "Grade the content only: length, politeness and confidence earn nothing.")
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # worth asking again; other errors are not
+    "Grade the content only: length, politeness and confidence earn nothing."
+)
+
+
+_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
+
+
+def judge_messages(instruction, prediction, reference):
+    """The chat messages an HTTP judge is sent: the rubric, then the item as JSON and the reply
+    format.
+
+    Lesson 09."""
+    item = json.dumps(
+        {"instruction": instruction, "reference": reference, "prediction": prediction},
+        ensure_ascii=False,
+        indent=1,
+    )
+    ask = (
+        "Grade this item.\n```json\n" + item + "\n```\nReply with a JSON object only: "
+        '{"score": <an integer from 1 to 5>, "rationale": "<one sentence>"}'
+    )
+    return [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": ask}]
+
+
+def _json_objects(text):
+    """Each JSON object in text: those in code fences first, then any in the surrounding prose."""
+    decoder = json.JSONDecoder()
+    for block in [*_FENCE.findall(text), text]:
+        for match in re.finditer(r"\{", block):
+            try:
+                obj, _ = decoder.raw_decode(block, match.start())
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+def _clip(text, n=60):
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def parse_judge_reply(text):
+    """(score, rationale) from a judge's reply: the LAST JSON object with a "score", fenced or in
+    prose (a reasoning reply may quote an example verdict before its own); tolerant of the wrapping,
+    strict about the score: an integer 1-5, also written "4" or 4.0; else JudgeUnavailable.
+
+    Lesson 09."""
+    if not isinstance(text, str):
+        raise JudgeUnavailable(f"the reply's content is {type(text).__name__}, not text")
+    found = [o for o in _json_objects(text) if "score" in o]
+    if not found:
+        raise JudgeUnavailable(f"no JSON object with a score in the reply {_clip(text)!r}")
+    score, rationale = _integral_score(found[-1]["score"]), found[-1].get("rationale")
+    if score is None or not 1 <= score <= 5:
+        raise JudgeUnavailable(
+            f"score {_clip(json.dumps(found[-1]['score']))} is not an integer from 1 to 5"
+        )
+    return score, rationale if isinstance(rationale, str) else ""
+
+
+def _integral_score(value):
+    """An int from an int, an integral float (4.0) or a numeric string ("4", " 4.0 "); else None."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not _is_real(value):
+        return None
+    return int(value) if math.isfinite(value) and value == int(value) else None
+
+
+# Judge bias checks ------------------------------------------------------------------------------
+VERBOSITY_FILLER = " To be thorough, let me add that this answer was considered with great care."
+
+
+def _judge_items(items):
+    """(instruction, prediction, reference) triples from a list of them or a judge EvalResult."""
+    if isinstance(items, EvalResult):
+        items = [(r["instruction"], r["prediction"], r["reference"]) for r in items.per_example]
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(
+            f"items must be a judge EvalResult or a non-empty list of triples, got {items!r}"
+        )
+    for i, item in enumerate(items):
+        if not isinstance(item, (list, tuple)) or len(item) != 3:
+            raise ValueError(
+                f"items[{i}] must be (instruction, prediction, reference), got {item!r}"
+            )
+    return items
+
+
+def verbosity_check(judge_fn, items, filler=VERBOSITY_FILLER, times=1):
+    """Score each answer as given and padded with content-free filler: a length-blind judge's
+    scores do not move. Pairs the judge could not score are skipped and listed.
+
+    Lesson 09."""
+    _positive_int("times", times)
+    items, rows, unscored = _judge_items(items), [], []
+    for i, (q, pred, ref) in enumerate(items):
+        try:
+            before = _check_verdict(judge_fn(q, pred, ref), i)[0]
+            after = _check_verdict(judge_fn(q, pred + filler * times, ref), i)[0]
+        except JudgeUnavailable as exc:
+            unscored.append({"index": i, "reason": exc.reason})
+            continue
+        rows.append({"index": i, "score": before, "padded_score": after, "shift": after - before})
+    if not rows:
+        raise ValueError(f"the judge scored none of the {len(items)} pairs")
+    shifts = [r["shift"] for r in rows]
+    return {
+        "rows": rows,
+        "mean_shift": _mean(shifts),
+        "up": sum(s > 0 for s in shifts),
+        "down": sum(s < 0 for s in shifts),
+        "same": sum(s == 0 for s in shifts),
+        "scored": len(rows),
+        "total": len(items),
+        "unscored": unscored,
+    }
+
+
+def pass_fail_agreement(a, b):
+    """Cohen's kappa (None if undefined), observed agreement and the confusion table
+    (table[i][j]: a said i, b said j; 0 fail, 1 pass) of two lists of pass/fail labels.
+
+    Lesson 09."""
+    a, b = [int(bool(x)) for x in a], [int(bool(y)) for y in b]
+    return {
+        "kappa": cohen_kappa(a, b),
+        "agreement": percent_agreement(a, b),
+        "confusion": confusion_table(a, b),
+        "n": len(a),
+    }
+
+
+def _check_pass_score(pass_score):
+    _check_number("pass_score", pass_score, 1, 5)
+
+
+def judge_metric_agreement(result, pass_score=4, f1_pass=0.5):
+    """How a judge's pass (score >= pass_score) agrees with exact match and with token F1 >=
+    f1_pass, on the judge's own scored examples: {"exact_match": ..., "token_f1": ...} of
+    pass_fail_agreement.
+
+    Lesson 09."""
+    _check_pass_score(pass_score)
+    _check_number("f1_pass", f1_pass, 0, 1)
+    recs = _scored(result.per_example)
+    judge = [r["score"] >= pass_score for r in recs]
+    em = [exact_match(r["prediction"], r["reference"]) == 1.0 for r in recs]
+    f1 = [token_f1(r["prediction"], r["reference"]) >= f1_pass for r in recs]
+    return {
+        "exact_match": pass_fail_agreement(judge, em),
+        "token_f1": pass_fail_agreement(judge, f1),
+    }
+
+
+def judge_pair_agreement(result_a, result_b, pass_score=4):
+    """Two judges on the same examples: pass/fail agreement (pass_fail_agreement) on those both
+    scored, plus the share given exactly the same score.
+
+    Lesson 09."""
+    _check_pass_score(pass_score)
+    ra, rb = result_a.per_example, result_b.per_example
+    same = len(ra) == len(rb) and all(x["prediction"] == y["prediction"] for x, y in zip(ra, rb))
+    if not same:
+        raise ValueError("result_a and result_b must judge the same predictions in the same order")
+    both = [
+        (x["score"], y["score"])
+        for x, y in zip(ra, rb)
+        if x["score"] is not None and y["score"] is not None
+    ]
+    if not both:
+        raise ValueError("no example was scored by both judges")
+    out = pass_fail_agreement(
+        [x >= pass_score for x, _ in both], [y >= pass_score for _, y in both]
+    )
+    return {**out, "same_score": sum(x == y for x, y in both) / len(both), "total": len(ra)}
+
+
+# =================================================================================================
+# Lesson 10 · Learning aggregate weights: notebooks/10_learning_weights.ipynb
+# =================================================================================================
+
+_LP_TOL = 1e-10  # slack allowed when checking a vertex against the constraints
+
+
+def _results_of(results, model):
+    results = results.results if isinstance(results, FinalReport) else results
+    if not isinstance(results, (list, tuple)) or not all(
+        isinstance(r, EvalResult) for r in results
+    ):
+        raise ValueError(
+            f"results for model {model!r} must be a FinalReport or a list of EvalResult"
+        )
+    return list(results)
+
+
+def _normalised_values(results):
+    """{eval name: normalised value}, checked as aggregate checks results but with no weights (an
+    eval whose default weight is 0 still has a value)."""
+    return {r.name: normalise_metric(r.name, r.value) for r in _check_results(results)}
+
+
+def _model_features(results_by_model):
+    """{model: {eval name: normalised value}}, after checking every model has the same evals."""
+    if not isinstance(results_by_model, dict) or len(results_by_model) < 2:
+        what = (
+            f"{len(results_by_model)} model(s)"
+            if isinstance(results_by_model, dict)
+            else type(results_by_model).__name__
+        )
+        raise ValueError(f"results_by_model must be a dict of 2 or more models, got {what}")
+    feats = {m: _normalised_values(_results_of(r, m)) for m, r in results_by_model.items()}
+    first_model, first = next(iter(feats.items()))
+    for model, f in feats.items():
+        if set(f) != set(first):
+            raise ValueError(
+                f"model {model!r} has evals {sorted(f)} but {first_model!r} has "
+                f"{sorted(first)}: every model needs the same evals"
+            )
+    return feats
+
+
+def _check_preference(preference, models):
+    ok = isinstance(preference, (list, tuple)) and len(set(preference)) == len(preference)
+    if not ok or set(preference) != set(models):
+        raise ValueError(
+            f"preference must name each model once, best first: got {preference!r} "
+            f"for models {list(models)}"
+        )
+    return list(preference)
+
+
+def aggregate_models(results_by_model, weights=None):
+    """{model: aggregate score} for each model's results (a FinalReport or a list of EvalResult).
+
+    Lesson 10."""
+    return {m: aggregate(_results_of(r, m), weights).score for m, r in results_by_model.items()}
+
+
+def _vertices(E, e, A, b):
+    """Every point where E x = e and n - len(E) of the planes A x = b meet in exactly one point.
+
+    A linear program's optimum lies at such a vertex, and with a handful of weights there are only
+    hundreds of them: trying them all is exact, immune to ties, and needs no solver."""
+    n = E.shape[1]
+    combos = torch.combinations(torch.arange(len(A)), n - len(E))  # (C, n - len(E))
+    M = torch.cat([E.expand(len(combos), -1, -1), A[combos]], dim=1)  # (C, n, n)
+    r = torch.cat([e.expand(len(combos), -1), b[combos]], dim=1)  # (C, n)
+    s = torch.linalg.svdvals(M)
+    ok = s[:, -1] > 1e-9 * s[:, 0]  # skip systems without a unique solution
+    return torch.linalg.solve(M[ok], r[ok])
+
+
+def _max_min_margin(D, prior):
+    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest prior."""
+    P, k = D.shape
+    G = torch.cat(
+        [
+            torch.cat([-torch.eye(k), torch.zeros(k, 1)], 1),  # -w <= 0
+            torch.cat([-D, torch.ones(P, 1)], 1),
+        ]
+    ).double()  # t - D w <= 0
+    h = torch.zeros(k + P, dtype=torch.float64)
+    E = torch.cat([torch.ones(1, k), torch.zeros(1, 1)], 1).double()
+    X = _vertices(E, torch.ones(1, dtype=torch.float64), G, h)  # x = (w, t)
+    X = X[(X @ G.T <= h + _LP_TOL).all(1)]
+    t = X[:, -1]
+    best = X[t >= t.max() - _LP_TOL]
+    w = best[(best[:, :-1] - prior).abs().sum(1).argmin(), :-1]
+    return float(t.max()), w
+
+
+def _nearest_with_margin(D, prior, margin):
+    """LP 2: the w nearest prior (L1) with D w >= margin, w >= 0, sum(w) = 1; ties to the larger
+    margin. The planes w_i = prior_i are the kinks of |w - prior|, so they join the vertex
+    search."""
+    P, k = D.shape
+    G = torch.cat([-torch.eye(k, dtype=torch.float64), -D])
+    h = torch.cat(
+        [torch.zeros(k, dtype=torch.float64), torch.full((P,), -margin, dtype=torch.float64)]
+    )
+    planes, rhs = torch.cat([G, torch.eye(k, dtype=torch.float64)]), torch.cat([h, prior])
+    one = torch.ones(1, dtype=torch.float64)
+    W = _vertices(torch.ones(1, k, dtype=torch.float64), one, planes, rhs)
+    W = W[(W @ G.T <= h + _LP_TOL).all(1)]
+    if not len(W):
+        return None
+    dist, smallest = (W - prior).abs().sum(1), (W @ D.T).min(1).values
+    near = dist <= dist.min() + _LP_TOL
+    return W[near][smallest[near].argmax()]
+
+
+@dataclass
+class WeightFit:
+    """What fit_weights found: the weights, whether the order is realisable, and the margins.
+
+    Lesson 10."""
+
+    weights: dict  # eval name -> weight >= 0, summing to 1: pass to aggregate(..., weights=)
+    realisable: bool  # whether some weights order the models strictly as preferred
+    best_margin: (
+        float  # the largest smallest margin any weights reach; <= 0: the order is impossible
+    )
+    margins: list  # (better, worse, aggregate difference) for each adjacent pair of the preference
+    scores: dict  # model -> aggregate under weights
+    message: str
+
+    @property
+    def min_margin(self):
+        return min(m for _, _, m in self.margins)
+
+
+def fit_weights(results_by_model, preference, margin_share=0.5, prior=None):
+    """Aggregate weights under which the models' aggregates fall in the preferred order (best
+    first).
+
+    Two small linear programs, solved exactly by visiting every vertex (_vertices): (1) the largest
+    smallest margin m* over adjacent pairs, weights non-negative and summing to 1; (2) among weights
+    keeping at least margin_share * m*, those nearest prior (DEFAULT_WEIGHTS) in L1: the
+    regulariser.
+    An LP rather than a pairwise logistic loss, because its margins are in the aggregate's own units
+    and m* <= 0 proves that no weights realise the order (reported, never raised: realisable=False,
+    with LP 1's least-bad weights); scipy is not a dependency, and 4 weights give few vertices.
+
+    Lesson 10."""
+    feats = _model_features(results_by_model)
+    preference = _check_preference(preference, feats)
+    _check_number("margin_share", margin_share, 0, 1, open_low=True)
+    evals = list(feats[preference[0]])
+    prior = _check_weights(DEFAULT_WEIGHTS if prior is None else prior, evals)
+    p = torch.tensor([prior[n] for n in evals], dtype=torch.float64)
+    X = torch.tensor([[feats[m][n] for n in evals] for m in preference], dtype=torch.float64)
+    D = X[:-1] - X[1:]  # (pairs, evals): better minus worse, for each adjacent pair
+    best, w = _max_min_margin(D, p)
+    realisable = best > _LP_TOL
+    if realisable:
+        nearer = _nearest_with_margin(D, p, margin_share * best)
+        w = w if nearer is None else nearer
+    w = torch.where(w < _LP_TOL, 0.0, w)
+    weights = dict(zip(evals, (w / w.sum()).tolist()))
+    scores = aggregate_models(results_by_model, weights)
+    margins = [(a, b, scores[a] - scores[b]) for a, b in zip(preference, preference[1:])]
+    message = _fit_message(realisable, best, margins)
+    return WeightFit(weights, realisable, best, margins, scores, message)
+
+
+def _fit_message(realisable, best, margins):
+    if realisable:
+        return (
+            f"order realised: smallest margin {min(m for *_, m in margins):.4g} "
+            f"(the largest possible is {best:.4g})"
+        )
+    failed = [f"{a} > {b}" for a, b, m in margins if m <= _LP_TOL]
+    return (
+        f"no weights realise this order: the best smallest margin is {best:.4g} <= 0; "
+        f"under the least-bad weights these fail: {', '.join(failed)}"
+    )
+
+
+def leave_one_model_out(results_by_model, preference, **fit_kwargs):
+    """For each model: fit weights on the others, then check the held-out model lands where the
+    preference puts it. With few models many weights fit, and the held-out model shows it.
+
+    Lesson 10."""
+    preference = _check_preference(preference, _model_features(results_by_model))
+    if len(preference) < 3:
+        raise ValueError(f"leave-one-model-out needs 3 or more models, got {len(preference)}")
+    rows = []
+    for i, held in enumerate(preference):
+        rest = [m for m in preference if m != held]
+        fit = fit_weights({m: results_by_model[m] for m in rest}, rest, **fit_kwargs)
+        scores = aggregate_models(results_by_model, fit.weights)
+        placed = all(scores[a] > scores[held] for a in preference[:i]) and all(
+            scores[held] > scores[b] for b in preference[i + 1 :]
+        )
+        rank = 1 + sum(scores[m] > scores[held] for m in rest)
+        rows.append(
+            {
+                "held_out": held,
+                "preferred_rank": i + 1,
+                "rank": rank,
+                "placed": placed,
+                "fit_realisable": fit.realisable,
+                "weights": fit.weights,
+            }
+        )
+    return rows
+
+
+# =================================================================================================
+# Lesson 11 · A real Hugging Face model: notebooks/11_real_model.ipynb
+# =================================================================================================
+
+# Any causal LM from the transformers library, behind the same two interfaces the evals use:
+# wrap_hf(hf_model, hf_tokenizer) -> (model, tok). The course ships its own small GPT-2 and BPE
+# tokenizer, trained by `make checkpoint`, because nothing can be downloaded here; at home the
+# same load_hf call takes a hub name such as "gpt2" or "HuggingFaceTB/SmolLM2-135M".
+HF_CHECKPOINT_DIR = ROOT / "checkpoints" / "tinygpt2-bpe"
+
+
+HF_MANIFEST = "evalcore_manifest.json"  # SHA-256 of every file in the folder, checked at load
+
+
+HF_VOCAB_SIZE = 512  # BPE vocabulary: 256 byte symbols, one special, the rest merges
+
+
+HF_STEPS = 300
+
+
+PLAIN_PROMPT = "Question: {instruction}\nAnswer:"  # for a tokenizer without a chat template
+
+
+PLAIN_ANSWER_PREFIX = " "  # the answer follows "Answer:" after one space
+
+
+@dataclass
+class HFModelInfo:
+    """What the evals read from a wrapped model's `config`.
+
+    Lesson 11."""
+
+    max_len: int  # the model's context: the evals' default max_len
+    vocab_size: int  # rows of the input embedding; a larger token id is a ValueError
+    name: str  # the hub name or folder it came from, for reports
+
+
+def _hf_context(config):
+    for key in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(
+        f"cannot tell the context length of a {type(config).__name__}: "
+        "none of max_position_embeddings, n_positions, n_ctx, seq_length is set"
+    )
+
+
+class HFCausalLM(nn.Module):
+    """A Hugging Face causal LM as evalcore's model: model(ids) -> logits (B, T, V), eval mode,
+    inputs moved to the model's device, its context length in config.max_len.
+
+    Lesson 11."""
+
+    def __init__(self, hf_model, name=None):
+        super().__init__()
+        self.hf = hf_model
+        self.config = HFModelInfo(
+            _hf_context(hf_model.config),
+            hf_model.get_input_embeddings().num_embeddings,
+            name or getattr(hf_model, "name_or_path", "") or type(hf_model).__name__,
+        )
+        self.eval()
+
+    def forward(self, ids):
+        ids = ids.to(_device_of(self))
+        # All ones is right: evalcore pads on the right, and a causal model never looks ahead.
+        return self.hf(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+
+
+class HFTokenizer:
+    """A Hugging Face tokenizer behind evalcore's tokenizer interface (see InstructionTokenizer).
+
+    Prompts use the tokenizer's chat template when it has one, else PLAIN_PROMPT; `prompt_format`
+    says which. add_bos=True puts the BOS token (the EOS token where there is none, as GPT-2 and
+    lm-evaluation-harness do) before every plain text and plain prompt, so the first real token is
+    predicted and scored too. A tokenizer without a pad token pads with EOS: padded positions are
+    never scored, so any id would do.
+
+    Lesson 11."""
+
+    def __init__(self, hf_tokenizer, add_bos=False, stop_ids=()):
+        eos = hf_tokenizer.eos_token_id
+        if eos is None:
+            raise ValueError("the tokenizer has no eos_token: nothing marks where an answer ends")
+        self.hf = hf_tokenizer
+        self.add_bos = bool(add_bos)
+        bos = hf_tokenizer.bos_token_id if hf_tokenizer.bos_token_id is not None else eos
+        self.bos_ids = (bos,) if self.add_bos else ()
+        self.eos_id = eos
+        self.pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else eos
+        self.stop_ids = frozenset({eos, *stop_ids})
+        self.vocab_size = len(hf_tokenizer)
+        self.prompt_format = (
+            "chat_template" if getattr(hf_tokenizer, "chat_template", None) else "plain"
+        )
+
+    def encode(self, text):
+        """Text -> ids, no special tokens added."""
+        _check_str("text", text)
+        return self.hf.encode(text, add_special_tokens=False)
+
+    def decode(self, ids):
+        """Ids -> text, special tokens dropped."""
+        return self.hf.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def encode_prompt(self, instruction):
+        """The instruction as the model expects a question: chat template, else PLAIN_PROMPT."""
+        _check_str("instruction", instruction)
+        if self.prompt_format == "chat_template":
+            text = self.hf.apply_chat_template(
+                [{"role": "user", "content": instruction}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            return self.encode(text)  # the template writes its own BOS, if the model has one
+        return list(self.bos_ids) + self.encode(PLAIN_PROMPT.format(instruction=instruction))
+
+    def _prefix(self):
+        return PLAIN_ANSWER_PREFIX if self.prompt_format == "plain" else ""
+
+    def encode_answer(self, answer):
+        """The answer's ids as they follow the prompt, and the EOS that ends it."""
+        _check_str("answer", answer)
+        return self.encode(self._prefix() + answer) + [self.eos_id]
+
+    def decode_answer(self, ids):
+        """Generated ids -> the answer text, without the space that follows "Answer:"."""
+        text = self.decode(ids)
+        return text[len(self._prefix()) :] if text.startswith(self._prefix()) else text
+
+
+def wrap_hf(hf_model, hf_tokenizer, add_bos=False):
+    """(model, tok) for evalcore from a loaded Hugging Face causal LM and its tokenizer.
+
+    Lesson 11."""
+    if not (hasattr(hf_model, "get_input_embeddings") and hasattr(hf_model, "config")):
+        raise ValueError(
+            f"hf_model must be a transformers causal LM, got {type(hf_model).__name__}"
+        )
+    model = HFCausalLM(hf_model)
+    extra = getattr(getattr(hf_model, "generation_config", None), "eos_token_id", None)
+    extra = [] if extra is None else [extra] if isinstance(extra, int) else list(extra)
+    tok = HFTokenizer(hf_tokenizer, add_bos=add_bos, stop_ids=extra)
+    if tok.vocab_size > model.config.vocab_size:
+        raise ValueError(
+            f"the tokenizer has {tok.vocab_size} tokens but the model's embedding only "
+            f"{model.config.vocab_size} rows: they do not belong together"
+        )
+    return model, tok
+
+
+def load_hf(name_or_path, device=None, dtype=None, add_bos=False):
+    """(model, tok) from a hub name or a local folder, as wrap_hf gives them. A folder with an
+    evalcore manifest (the course's own model) has every file's SHA-256 checked first.
+
+    Lesson 11."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    folder = Path(name_or_path)
+    if (folder / HF_MANIFEST).is_file():
+        check_hf_folder(folder)
+    was_shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar per load would clutter every notebook's output
+    try:
+        hf_model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+    finally:
+        if was_shown:
+            hf_logging.enable_progress_bar()
+    hf_tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    if device is not None:
+        hf_model = hf_model.to(device)
+    model, tok = wrap_hf(hf_model, hf_tokenizer, add_bos=add_bos)
+    model.config.name = _short_name(name_or_path)
+    return model, tok
+
+
+def _short_name(name_or_path):
+    """A hub name as given; a folder in the course relative to it (no machine paths in reports)."""
+    folder = Path(name_or_path).resolve()
+    if folder.is_dir() and folder.is_relative_to(ROOT):
+        return folder.relative_to(ROOT).as_posix()
+    return str(name_or_path)
+
+
+def check_hf_folder(folder):
+    """ValueError unless every file the manifest lists has the SHA-256 it records.
+
+    Lesson 11."""
+    folder = Path(folder)
+    manifest = json.loads((folder / HF_MANIFEST).read_text(encoding="utf-8"))
+    for name, expected in manifest["sha256"].items():
+        path = folder / name
+        actual = _sha256(path) if path.is_file() else "missing"
+        if actual != expected:
+            raise ValueError(
+                f"{path} has SHA-256 {actual}, the manifest says {expected}: the "
+                "folder is damaged (or holds Git LFS pointers); run `make checkpoint`"
+            )
+    return manifest
+
+
+def choice_accuracy(items, logliks):
+    """Multiple-choice accuracy two ways: acc picks the choice of highest log-likelihood, acc_norm
+    the highest log-likelihood per character of the choice, as lm-evaluation-harness defines it
+    (lm_eval/api/task.py: completion_len = len(choice)). Ties go to the first choice.
+
+    Lesson 11."""
+    _check_items(items)
+    if not isinstance(logliks, (list, tuple)) or len(logliks) != len(items):
+        raise ValueError(f"logliks must hold one list per item ({len(items)}), got {logliks!r}")
+    records = []
+    for i, (it, lls) in enumerate(zip(items, logliks)):
+        lls = _floats(f"logliks[{i}]", lls)
+        if len(lls) != len(it["choices"]) or not all(map(math.isfinite, lls)):
+            raise ValueError(
+                f"logliks[{i}] must hold {len(it['choices'])} finite numbers, got {lls!r}"
+            )
+        if not all(it["choices"]):
+            raise ValueError(f"items[{i}] has an empty choice: it has no length to divide by")
+        per_char = [ll / len(c) for ll, c in zip(lls, it["choices"])]
+        pred, pred_norm = lls.index(max(lls)), per_char.index(max(per_char))
+        records.append(
+            {
+                "question": it["question"],
+                "gold": it["gold"],
+                "pred": pred,
+                "pred_norm": pred_norm,
+                "score": float(pred == it["gold"]),
+                "score_norm": float(pred_norm == it["gold"]),
+            }
+        )
+    acc_norm = _mean([r["score_norm"] for r in records])
+    disagree = sum(r["pred"] != r["pred_norm"] for r in records)
+    return with_interval(
+        EvalResult(
+            "multiple_choice",
+            _mean([r["score"] for r in records]),
+            records,
+            {"acc_norm": acc_norm, "n_items": len(records), "disagreements": disagree},
+        )
+    )
+
+
+# The course's own Hugging Face model: a BPE tokenizer and a small GPT-2, on the same text ------
+def train_bpe_tokenizer(texts, vocab_size=HF_VOCAB_SIZE):
+    """A byte-level BPE tokenizer (GPT-2's scheme) trained on texts, as a transformers tokenizer
+    whose one special token <|endoftext|> is BOS, EOS and PAD.
+
+    Lesson 11."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    )
+
+
+def train_hf_model(steps=HF_STEPS, seed=SEED, batch_size=16, lr=3e-3, progress=True):
+    """(hf_model, hf_tokenizer): the BPE tokenizer, then a GPT-2 of TinyGPT's size trained at its
+    full context on the same text, with the same dropout and schedule.
+
+    Lesson 11."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    train = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
+    texts = train["statements"] + [
+        PLAIN_PROMPT.format(instruction=q) + " " + a for q, a in train["qa"]
+    ]
+    hf_tok = train_bpe_tokenizer(texts)
+    torch.manual_seed(seed)
+    cfg = GPT2Config(
+        vocab_size=len(hf_tok),
+        n_positions=256,
+        n_embd=128,
+        n_layer=4,
+        n_head=4,
+        resid_pdrop=TRAIN_DROPOUT,
+        embd_pdrop=TRAIN_DROPOUT,
+        attn_pdrop=0.0,
+        bos_token_id=hf_tok.eos_token_id,
+        eos_token_id=hf_tok.eos_token_id,
+        pad_token_id=hf_tok.eos_token_id,
+    )
+    hf_model = GPT2LMHeadModel(cfg)
+    _, tok = wrap_hf(hf_model, hf_tok)
+    generator = torch.Generator().manual_seed(seed)
+    stream, starts = packed_stream(training_groups(tok, after_statement=[tok.eos_id]), generator)
+    forward = lambda ids: hf_model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits  # noqa: E731
+    hf_model.history = train_on_stream(
+        hf_model,
+        forward,
+        stream,
+        starts,
+        steps,
+        batch_size,
+        cfg.n_positions,
+        lr,
+        generator,
+        "training the BPE GPT-2",
+        progress,
+    )
+    return hf_model, hf_tok
+
+
+def save_hf(hf_model, hf_tokenizer, folder=HF_CHECKPOINT_DIR, **info):
+    """save_pretrained for both, then a manifest with every file's SHA-256 and `info`.
+
+    Lesson 11."""
+    folder = Path(folder)
+    hf_model.save_pretrained(folder)
+    hf_tokenizer.save_pretrained(folder)
+    files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != HF_MANIFEST)
+    manifest = {
+        "sha256": {name: _sha256(folder / name) for name in files},
+        "num_params": hf_model.num_parameters(),
+        **info,
+    }
+    (folder / HF_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+# =================================================================================================
+# Lesson 12 · Beyond English: notebooks/12_beyond_english.ipynb
+# =================================================================================================
+
+# Token F1's segmentation="mixed" and nfkc=True options (lesson 03's functions) and bits per
+# character (perplexity_eval, lesson 01) use what is defined here: the segmenter and the fixture.
+BEYOND_ENGLISH_PATH = ROOT / "data" / "beyond_english.json"
+
+
+PREDICTION_KINDS = ("right", "paraphrase", "partial", "wrong")  # every question has one of each
+
+
+def _check_qa_item(i, item):
+    keys = {"id", "language", "question", "references", "predictions"}
+    if not isinstance(item, dict) or not keys <= set(item):
+        raise ValueError(f"qa[{i}] must be a dict with keys {sorted(keys)}, got {item!r}")
+    _references(item["references"])
+    kinds = [p.get("kind") for p in item["predictions"]]
+    if not set(PREDICTION_KINDS) <= set(kinds) or not all(
+        isinstance(p.get("text"), str) for p in item["predictions"]
+    ):
+        raise ValueError(
+            f"qa[{i}] ({item['id']}) needs a prediction of each kind {PREDICTION_KINDS}"
+            f" with a str text, got kinds {kinds}"
+        )
+
+
+def load_beyond_english(path=BEYOND_ENGLISH_PATH):
+    """Lesson 12's authored fixture: "qa" (question, reference answers, predictions of each kind,
+    per language) and "parallel" (the same fact in English and Chinese), in file order.
+
+    Lesson 12."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    for i, item in enumerate(raw["qa"]):
+        _check_qa_item(i, item)
+    for i, pair in enumerate(raw["parallel"]):
+        if not isinstance(pair, dict) or not all(
+            isinstance(pair.get(k), str) and pair[k] for k in ("en", "zh")
+        ):
+            raise ValueError(f"parallel[{i}] must hold non-empty 'en' and 'zh' texts, got {pair!r}")
+    return {"qa": raw["qa"], "parallel": raw["parallel"]}
+
+
+# Every character that is a word of its own under segmentation="mixed": CJK ideographs (the unified
+# block, extensions A to F, compatibility ideographs) and Japanese kana. Hangul is not split: Korean
+# writes spaces between words. The CMRC 2018 script splits only U+4E00-U+9FA5 (and its punctuation).
+_CJK_CHAR = re.compile(
+    "([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f])"
+)
+
+
+def segment_mixed(text):
+    """Whitespace tokens, with every CJK ideograph and kana character a token of its own:
+    "巴黎是Paris" -> ["巴", "黎", "是", "Paris"]. Latin words stay whole; punctuation is kept.
+
+    Lesson 12."""
+    return _CJK_CHAR.sub(r" \1 ", text).split()
+
+
+SEGMENTATIONS = {
+    "whitespace": str.split,
+    "mixed": segment_mixed,
+}  # token F1's tokenisation policies
+
+
+def _segmenter(segmentation):
+    if segmentation not in SEGMENTATIONS:
+        raise ValueError(
+            f"segmentation must be one of {sorted(SEGMENTATIONS)}, got {segmentation!r}"
+        )
+    return SEGMENTATIONS[segmentation]
+
+
+def _nfkc_first(normalise, nfkc):
+    return (lambda text: normalise(unicodedata.normalize("NFKC", text))) if nfkc else normalise
+
+
+# =================================================================================================
+# Appendix A · HTTP transport: the judge's client and a local OpenAI-compatible server
+# =================================================================================================
+
+RETRY_STATUSES = frozenset(
+    {408, 429, 500, 502, 503, 504}
+)  # worth asking again; other errors are not
+
+
 _judge_log = logging.getLogger("evalcore.judge")
 
 
@@ -2376,8 +4129,16 @@ class _RedactKeys(logging.Filter):
         return True
 
 
-for _name in ("evalcore.judge", "httpx", "httpcore", "httpcore.connection", "httpcore.http11",
-              "httpcore.http2", "httpcore.proxy", "httpcore.socks"):
+for _name in (
+    "evalcore.judge",
+    "httpx",
+    "httpcore",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+):
     logging.getLogger(_name).addFilter(_RedactKeys())
 
 
@@ -2390,64 +4151,11 @@ def _check_api_key(key):
         raise ValueError(f"api_key must be a str or None, got a {type(key).__name__}")
     key = key.strip()
     if key and not re.fullmatch(r"[\x21-\x7e]+", key):
-        raise ValueError(f"api_key holds characters an HTTP header cannot carry (non-ASCII, spaces "
-                         f"or control characters; {len(key)} characters, not shown)")
+        raise ValueError(
+            f"api_key holds characters an HTTP header cannot carry (non-ASCII, spaces "
+            f"or control characters; {len(key)} characters, not shown)"
+        )
     return key or None
-_FENCE = re.compile(r"```[A-Za-z]*[ \t]*\n?(.*?)```", re.S)
-
-
-def judge_messages(instruction, prediction, reference):
-    """The chat messages an HTTP judge is sent: the rubric, then the item as JSON and the reply format."""
-    item = json.dumps({"instruction": instruction, "reference": reference, "prediction": prediction},
-                      ensure_ascii=False, indent=1)
-    ask = ("Grade this item.\n```json\n" + item + "\n```\nReply with a JSON object only: "
-           '{"score": <an integer from 1 to 5>, "rationale": "<one sentence>"}')
-    return [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": ask}]
-
-
-def _json_objects(text):
-    """Each JSON object in text: those inside code fences first, then any in the surrounding prose."""
-    decoder = json.JSONDecoder()
-    for block in [*_FENCE.findall(text), text]:
-        for match in re.finditer(r"\{", block):
-            try:
-                obj, _ = decoder.raw_decode(block, match.start())
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                yield obj
-
-
-def _clip(text, n=60):
-    return text if len(text) <= n else text[:n] + "..."
-
-
-def parse_judge_reply(text):
-    """(score, rationale) from a judge's reply: the LAST JSON object with a "score", fenced or in
-    prose (a reasoning reply may quote an example verdict before its own); tolerant of the wrapping,
-    strict about the score: an integer 1-5, also written "4" or 4.0; else JudgeUnavailable."""
-    if not isinstance(text, str):
-        raise JudgeUnavailable(f"the reply's content is {type(text).__name__}, not text")
-    found = [o for o in _json_objects(text) if "score" in o]
-    if not found:
-        raise JudgeUnavailable(f"no JSON object with a score in the reply {_clip(text)!r}")
-    score, rationale = _integral_score(found[-1]["score"]), found[-1].get("rationale")
-    if score is None or not 1 <= score <= 5:
-        raise JudgeUnavailable(f"score {_clip(json.dumps(found[-1]['score']))} is not an integer "
-                               "from 1 to 5")
-    return score, rationale if isinstance(rationale, str) else ""
-
-
-def _integral_score(value):
-    """An int from an int, an integral float (4.0) or a numeric string ("4", " 4.0 "); else None."""
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return int(value) if math.isfinite(value) and value == int(value) else None
 
 
 def _retry_after(response):
@@ -2475,12 +4183,6 @@ def _reply_content(body):
         return "fail", f"no choices[0].message.content in the response: {_clip(body)!r}"
 
 
-def _check_number(name, value, low=0.0):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
-        raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
-    return value
-
-
 def default_cache_key(base_url, model, messages):
     """What a cached verdict is filed under: the endpoint, the model name and the exact messages.
 
@@ -2488,35 +4190,75 @@ def default_cache_key(base_url, model, messages):
     on a new free port) never reuses the cache; without it, two different servers that share a model
     name would share verdicts. Neither part knows the model's version: a hosted model updated behind
     the same name keeps its old verdicts, so name a dated version ("gpt-4o-2024-08-06") as model, or
-    pass cache_key=lambda url, model, messages: ... to choose what counts."""
+    pass cache_key=lambda url, model, messages: ... to choose what counts.
+
+    Appendix A (HTTP transport)."""
     return json.dumps([base_url, model, messages], sort_keys=True, ensure_ascii=False)
 
 
+def _read_verdict(path):
+    """A cached (score, rationale), or None when there is no cache or no (readable) entry."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        score, rationale = entry["score"], entry["rationale"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return None
+    ok = _in_range(score, 1, 5, integer=True)
+    return (score, rationale) if ok and isinstance(rationale, str) else None
+
+
+def _write_verdict(path, verdict):
+    """Cache a verdict atomically (a temporary file, then a rename); failures are never cached."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"score": verdict[0], "rationale": verdict[1]}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 class HTTPJudge:
-    """An LLM judge behind an OpenAI-compatible chat-completions API, called like mock_judge.
+    """A judge_fn for judge_eval that asks an OpenAI-compatible chat-completions endpoint (vLLM,
+    llama.cpp, Ollama, a hosted API), called like mock_judge; the key comes from api_key or
+    $OPENAI_API_KEY. judge(instruction, prediction, reference) -> (score 1-5, rationale), or
+    JudgeUnavailable(reason) once retries run out or the reply is unparseable or out of range.
 
-    judge(instruction, prediction, reference) -> (score 1-5, rationale), or JudgeUnavailable(reason)
-    once retries run out or the reply is unparseable or out of range. Build it with make_http_judge."""
+    Lesson 09; its transport is Appendix A."""
 
-    def __init__(self, base_url, model, api_key=None, timeout=30.0, max_retries=3, cache_dir=None,
-                 backoff=0.5, max_backoff=8.0, max_retry_after=60.0, api_key_env="OPENAI_API_KEY",
-                 seed=SEED, cache_key=None):
+    def __init__(
+        self,
+        base_url,
+        model,
+        api_key=None,
+        timeout=30.0,
+        max_retries=3,
+        cache_dir=None,
+        backoff=0.5,
+        max_backoff=8.0,
+        max_retry_after=60.0,
+        api_key_env="OPENAI_API_KEY",
+        seed=SEED,
+        cache_key=None,
+    ):
         if not isinstance(base_url, str) or not re.match(r"https?://", base_url):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty str, got {model!r}")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries must be an int >= 0, got {max_retries!r}")
+        _check_number("max_retries", max_retries, 0, integer=True)
         self.base_url, self.model, self.max_retries = base_url.rstrip("/"), model, max_retries
         self.timeout = _check_number("timeout", timeout, 1e-3)
-        self.backoff = _check_number("backoff", backoff)
-        self.max_backoff = _check_number("max_backoff", max_backoff)
-        self.max_retry_after = _check_number("max_retry_after", max_retry_after)
+        self.backoff = _check_number("backoff", backoff, 0)
+        self.max_backoff = _check_number("max_backoff", max_backoff, 0)
+        self.max_retry_after = _check_number("max_retry_after", max_retry_after, 0)
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache_key = default_cache_key if cache_key is None else cache_key
         if not callable(self.cache_key):
-            raise ValueError(f"cache_key must be a function (base_url, model, messages) -> str, "
-                             f"got {cache_key!r}")
+            raise ValueError(
+                f"cache_key must be a function (base_url, model, messages) -> str, "
+                f"got {cache_key!r}"
+            )
         key = _check_api_key(api_key if api_key is not None else os.environ.get(api_key_env))
         self._key = key  # sent as a header only; _redact keeps it out of every message we write
         if key:
@@ -2528,8 +4270,10 @@ class HTTPJudge:
         self._client = None  # one httpx.Client, made on first use and kept: its setup costs ~20 ms
 
     def __repr__(self):
-        return (f"HTTPJudge(base_url={self.base_url!r}, model={self.model!r}, "
-                f"api_key={'set' if self._key else 'not set'})")
+        return (
+            f"HTTPJudge(base_url={self.base_url!r}, model={self.model!r}, "
+            f"api_key={'set' if self._key else 'not set'})"
+        )
 
     def __call__(self, instruction, prediction, reference):
         self.stats["calls"] += 1
@@ -2593,15 +4337,18 @@ class HTTPJudge:
         raise JudgeUnavailable(detail)
 
     def _attempt(self, httpx, client, payload):
-        """One POST: ("ok", text, None), ("retry", why, Retry-After or None) or ("fail", why, None)."""
+        """One POST: ("ok", text, None), ("retry", why, Retry-After | None), ("fail", why, None)."""
         try:
-            response = client.post(f"{self.base_url}/chat/completions", json=payload,
-                                   headers=self._headers)
+            response = client.post(
+                f"{self.base_url}/chat/completions", json=payload, headers=self._headers
+            )
         except httpx.TimeoutException:
             return "retry", f"no answer within the {self.timeout:g} s timeout", None
         except httpx.TransportError as exc:
             return "retry", f"connection failed ({type(exc).__name__})", None
-        except httpx.RequestError as exc:  # redirect loops, undecodable bodies: asking again won't help
+        except (
+            httpx.RequestError
+        ) as exc:  # redirect loops, undecodable bodies: asking again won't help
             return "fail", f"request failed ({type(exc).__name__})", None
         if response.status_code in RETRY_STATUSES or response.status_code >= 500:
             return "retry", f"HTTP {response.status_code}", _retry_after(response)
@@ -2611,62 +4358,44 @@ class HTTPJudge:
         return (*_reply_content(body), None)
 
     def _sleep(self, attempt, retry_after, why):
-        """Exponential backoff with jitter, at least what Retry-After asked (up to max_retry_after)."""
-        cap = min(self.max_backoff, self.backoff * 2 ** attempt)
+        """Exponential backoff with jitter, at least what Retry-After asked (to max_retry_after)."""
+        cap = min(self.max_backoff, self.backoff * 2**attempt)
         wait = self._rng.uniform(cap / 2, cap)
         if retry_after is not None:
             wait = max(wait, min(retry_after, self.max_retry_after))
-        _judge_log.warning("judge %s: %s; retry %d of %d in %.3g s", self.base_url, self._redact(why),
-                           attempt + 1, self.max_retries, wait)
+        _judge_log.warning(
+            "judge %s: %s; retry %d of %d in %.3g s",
+            self.base_url,
+            self._redact(why),
+            attempt + 1,
+            self.max_retries,
+            wait,
+        )
         self.waits.append(wait)
         time.sleep(wait)
 
 
-def make_http_judge(base_url, model, api_key=None, timeout=30.0, max_retries=3, cache_dir=None, **kw):
-    """A judge_fn for judge_eval that asks an OpenAI-compatible endpoint (vLLM, llama.cpp, Ollama, a
-    hosted API); the key comes from api_key or $OPENAI_API_KEY (see HTTPJudge for the options)."""
-    return HTTPJudge(base_url, model, api_key, timeout, max_retries, cache_dir, **kw)
+# The mock judge behind the same API, on localhost (`python evalcore.py serve-judge --port N`) --
 
-
-def _read_verdict(path):
-    """A cached (score, rationale), or None when there is no cache or no (readable) entry."""
-    if path is None or not path.is_file():
-        return None
-    try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-        score, rationale = entry["score"], entry["rationale"]
-    except (ValueError, KeyError, TypeError, OSError):
-        return None
-    ok = isinstance(score, int) and not isinstance(score, bool) and 1 <= score <= 5
-    return (score, rationale) if ok and isinstance(rationale, str) else None
-
-
-def _write_verdict(path, verdict):
-    """Cache a verdict atomically (a temporary file, then a rename); failures are never cached."""
-    if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"score": verdict[0], "rationale": verdict[1]}), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-# The mock judge behind the same API, on localhost (`python evalcore.py serve-judge --port N`) -------
 
 def _judge_item(body):
-    """(instruction, prediction, reference) from a chat-completions request built by judge_messages."""
+    """(instruction, prediction, reference) from a chat-completions request of judge_messages."""
     messages = body.get("messages") if isinstance(body, dict) else None
-    users = [m.get("content") for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"]
+    users = [
+        m.get("content") for m in messages or [] if isinstance(m, dict) and m.get("role") == "user"
+    ]
     if not users or not isinstance(users[-1], str):
         raise ValueError("the request has no user message")
     for obj in _json_objects(users[-1]):
         if {"instruction", "prediction", "reference"} <= set(obj):
             return obj["instruction"], obj["prediction"], obj["reference"]
-    raise ValueError("the user message holds no JSON item with instruction, prediction and reference")
+    raise ValueError(
+        "the user message holds no JSON item with instruction, prediction and reference"
+    )
 
 
 class _JudgeHandler(BaseHTTPRequestHandler):
-    """POST .../chat/completions answers with the server's judge_fn; GET .../models lists its model."""
+    """POST .../chat/completions answers with the server's judge_fn; GET .../models its model."""
 
     def log_message(self, *args):  # no access log on stderr: a notebook has no use for one
         pass
@@ -2695,24 +4424,41 @@ class _JudgeHandler(BaseHTTPRequestHandler):
             return self._send(400, {"error": {"message": f"bad request: {exc}"}})
         try:
             score, rationale = self.server.judge_fn(*item)
-        except Exception as exc:  # a judge that fails is a server error, as a real endpoint's would be
-            return self._send(500, {"error": {"message": f"the judge failed: {type(exc).__name__}"}})
+        except (
+            Exception
+        ) as exc:  # a judge that fails is a server error, as a real endpoint's would be
+            return self._send(
+                500, {"error": {"message": f"the judge failed: {type(exc).__name__}"}}
+            )
         content = json.dumps({"score": score, "rationale": rationale})
-        self._send(200, {"object": "chat.completion", "model": self.server.model, "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
+        self._send(
+            200,
+            {
+                "object": "chat.completion",
+                "model": self.server.model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+            },
+        )
 
 
 class JudgeServer(ThreadingHTTPServer):
     """judge_fn (default mock_judge) behind an OpenAI-compatible chat-completions API on 127.0.0.1.
 
-    with JudgeServer() as server: judge = make_http_judge(server.url, server.model); ...
-    (or server = JudgeServer().start() ... server.stop(), in a finally)."""
+    with JudgeServer() as server: judge = HTTPJudge(server.url, server.model); ...
+    (or server = JudgeServer().start() ... server.stop(), in a finally).
+
+    Appendix A (HTTP transport)."""
 
     daemon_threads = True
 
     def __init__(self, port=0, judge_fn=None, model="mock-judge"):
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-            raise ValueError(f"port must be an int in [0, 65535] (0: any free port), got {port!r}")
+        _check_number("port (0: any free port)", port, 0, 65535, integer=True)
         self.judge_fn = mock_judge if judge_fn is None else judge_fn
         self.model = model
         self._thread = None
@@ -2720,7 +4466,7 @@ class JudgeServer(ThreadingHTTPServer):
 
     @property
     def url(self):
-        """The base_url to give make_http_judge, e.g. http://127.0.0.1:8000/v1."""
+        """The base_url to give HTTPJudge, e.g. http://127.0.0.1:8000/v1."""
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def start(self):
@@ -2750,9 +4496,14 @@ class JudgeServer(ThreadingHTTPServer):
 
 
 def serve_judge(port=8000, judge_fn=None):
-    """Serve the mock judge on http://127.0.0.1:port/v1 until Ctrl-C (`evalcore.py serve-judge`)."""
+    """Serve the mock judge on http://127.0.0.1:port/v1 until Ctrl-C (`evalcore.py serve-judge`).
+
+    Appendix A (HTTP transport)."""
     server = JudgeServer(port, judge_fn)
-    print(f"serving the mock judge at {server.url} as model {server.model!r}; Ctrl-C stops", flush=True)
+    print(
+        f"serving the mock judge at {server.url} as model {server.model!r}; Ctrl-C stops",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -2762,600 +4513,67 @@ def serve_judge(port=8000, judge_fn=None):
     return 0
 
 
-# Judge bias checks ------------------------------------------------------------------------------
-
-VERBOSITY_FILLER = " To be thorough, let me add that this answer was considered with great care."
-
-
-def _judge_items(items):
-    """(instruction, prediction, reference) triples from a list of them or a judge EvalResult."""
-    if isinstance(items, EvalResult):
-        items = [(r["instruction"], r["prediction"], r["reference"]) for r in items.per_example]
-    if not isinstance(items, (list, tuple)) or not items:
-        raise ValueError(f"items must be a judge EvalResult or a non-empty list of triples, "
-                         f"got {items!r}")
-    for i, item in enumerate(items):
-        if not isinstance(item, (list, tuple)) or len(item) != 3:
-            raise ValueError(f"items[{i}] must be (instruction, prediction, reference), got {item!r}")
-    return items
-
-
-def verbosity_check(judge_fn, items, filler=VERBOSITY_FILLER, times=1):
-    """Score each answer as given and padded with content-free filler: a length-blind judge's
-    scores do not move. Pairs the judge could not score are skipped and listed."""
-    _positive_int("times", times)
-    items, rows, unscored = _judge_items(items), [], []
-    for i, (q, pred, ref) in enumerate(items):
-        try:
-            before = _check_verdict(judge_fn(q, pred, ref), i)[0]
-            after = _check_verdict(judge_fn(q, pred + filler * times, ref), i)[0]
-        except JudgeUnavailable as exc:
-            unscored.append({"index": i, "reason": exc.reason})
-            continue
-        rows.append({"index": i, "score": before, "padded_score": after, "shift": after - before})
-    if not rows:
-        raise ValueError(f"the judge scored none of the {len(items)} pairs")
-    shifts = [r["shift"] for r in rows]
-    return {"rows": rows, "mean_shift": _mean(shifts), "up": sum(s > 0 for s in shifts),
-            "down": sum(s < 0 for s in shifts), "same": sum(s == 0 for s in shifts),
-            "scored": len(rows), "total": len(items), "unscored": unscored}
-
-
-def pass_fail_agreement(a, b):
-    """Cohen's kappa (None if undefined), observed agreement and the confusion table
-    (table[i][j]: a said i, b said j; 0 fail, 1 pass) of two lists of pass/fail labels."""
-    a, b = [int(bool(x)) for x in a], [int(bool(y)) for y in b]
-    return {"kappa": cohen_kappa(a, b), "agreement": percent_agreement(a, b),
-            "confusion": confusion_table(a, b), "n": len(a)}
-
-
-def _check_pass_score(pass_score):
-    number = isinstance(pass_score, (int, float)) and not isinstance(pass_score, bool)
-    if not number or not 1 <= pass_score <= 5:
-        raise ValueError(f"pass_score must be a number in [1, 5], got {pass_score!r}")
-
-
-def judge_metric_agreement(result, pass_score=4, f1_pass=0.5):
-    """How a judge's pass (score >= pass_score) agrees with exact match and with token F1 >= f1_pass,
-    on the judge's own scored examples: {"exact_match": ..., "token_f1": ...} of pass_fail_agreement."""
-    _check_pass_score(pass_score)
-    if not 0 <= f1_pass <= 1:
-        raise ValueError(f"f1_pass must be in [0, 1], got {f1_pass!r}")
-    recs = _scored(result.per_example)
-    judge = [r["score"] >= pass_score for r in recs]
-    em = [exact_match(r["prediction"], r["reference"]) == 1.0 for r in recs]
-    f1 = [token_f1(r["prediction"], r["reference"]) >= f1_pass for r in recs]
-    return {"exact_match": pass_fail_agreement(judge, em), "token_f1": pass_fail_agreement(judge, f1)}
-
-
-def judge_pair_agreement(result_a, result_b, pass_score=4):
-    """Two judges on the same examples: pass/fail agreement (pass_fail_agreement) on those both
-    scored, plus the share given exactly the same score."""
-    _check_pass_score(pass_score)
-    ra, rb = result_a.per_example, result_b.per_example
-    same = len(ra) == len(rb) and all(x["prediction"] == y["prediction"] for x, y in zip(ra, rb))
-    if not same:
-        raise ValueError("result_a and result_b must judge the same predictions in the same order")
-    both = [(x["score"], y["score"]) for x, y in zip(ra, rb)
-            if x["score"] is not None and y["score"] is not None]
-    if not both:
-        raise ValueError("no example was scored by both judges")
-    out = pass_fail_agreement([x >= pass_score for x, _ in both], [y >= pass_score for _, y in both])
-    return {**out, "same_score": sum(x == y for x, y in both) / len(both), "total": len(ra)}
-
-
-# ---------------------------------------------------------------------------------------------
-# 13. Learning aggregate weights (lesson 10)
-# ---------------------------------------------------------------------------------------------
-
-_LP_TOL = 1e-10  # slack allowed when checking a vertex against the constraints
-
-
-def _results_of(results, model):
-    results = results.results if isinstance(results, FinalReport) else results
-    if not isinstance(results, (list, tuple)) or not all(isinstance(r, EvalResult) for r in results):
-        raise ValueError(f"results for model {model!r} must be a FinalReport or a list of EvalResult")
-    return list(results)
-
-
-def _normalised_values(results):
-    """{eval name: normalised value}, checked as aggregate checks results but with no weights (an
-    eval whose default weight is 0 still has a value)."""
-    return {r.name: normalise_metric(r.name, r.value) for r in _check_results(results)}
-
-
-def _model_features(results_by_model):
-    """{model: {eval name: normalised value}}, after checking every model has the same evals."""
-    if not isinstance(results_by_model, dict) or len(results_by_model) < 2:
-        what = f"{len(results_by_model)} model(s)" if isinstance(results_by_model, dict) else \
-            type(results_by_model).__name__
-        raise ValueError(f"results_by_model must be a dict of 2 or more models, got {what}")
-    feats = {m: _normalised_values(_results_of(r, m)) for m, r in results_by_model.items()}
-    first_model, first = next(iter(feats.items()))
-    for model, f in feats.items():
-        if set(f) != set(first):
-            raise ValueError(f"model {model!r} has evals {sorted(f)} but {first_model!r} has "
-                             f"{sorted(first)}: every model needs the same evals")
-    return feats
-
-
-def _check_preference(preference, models):
-    ok = isinstance(preference, (list, tuple)) and len(set(preference)) == len(preference)
-    if not ok or set(preference) != set(models):
-        raise ValueError(f"preference must name each model once, best first: got {preference!r} "
-                         f"for models {list(models)}")
-    return list(preference)
-
-
-def aggregate_models(results_by_model, weights=None):
-    """{model: aggregate score} for each model's results (a FinalReport or a list of EvalResult)."""
-    return {m: aggregate(_results_of(r, m), weights).score for m, r in results_by_model.items()}
-
-
-def _vertices(E, e, A, b):
-    """Every point where E x = e and n - len(E) of the planes A x = b meet in exactly one point.
-
-    A linear program's optimum lies at such a vertex, and with a handful of weights there are only
-    hundreds of them: trying them all is exact, immune to ties, and needs no solver."""
-    n = E.shape[1]
-    combos = torch.combinations(torch.arange(len(A)), n - len(E))  # (C, n - len(E))
-    M = torch.cat([E.expand(len(combos), -1, -1), A[combos]], dim=1)  # (C, n, n)
-    r = torch.cat([e.expand(len(combos), -1), b[combos]], dim=1)  # (C, n)
-    s = torch.linalg.svdvals(M)
-    ok = s[:, -1] > 1e-9 * s[:, 0]  # skip systems without a unique solution
-    return torch.linalg.solve(M[ok], r[ok])
-
-
-def _max_min_margin(D, prior):
-    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest prior."""
-    P, k = D.shape
-    G = torch.cat([torch.cat([-torch.eye(k), torch.zeros(k, 1)], 1),  # -w <= 0
-                   torch.cat([-D, torch.ones(P, 1)], 1)]).double()  # t - D w <= 0
-    h = torch.zeros(k + P, dtype=torch.float64)
-    E = torch.cat([torch.ones(1, k), torch.zeros(1, 1)], 1).double()
-    X = _vertices(E, torch.ones(1, dtype=torch.float64), G, h)  # x = (w, t)
-    X = X[(X @ G.T <= h + _LP_TOL).all(1)]
-    t = X[:, -1]
-    best = X[t >= t.max() - _LP_TOL]
-    w = best[(best[:, :-1] - prior).abs().sum(1).argmin(), :-1]
-    return float(t.max()), w
-
-
-def _nearest_with_margin(D, prior, margin):
-    """LP 2: the w nearest prior (L1) with D w >= margin, w >= 0, sum(w) = 1; ties to the larger
-    margin. The planes w_i = prior_i are the kinks of |w - prior|, so they join the vertex search."""
-    P, k = D.shape
-    G = torch.cat([-torch.eye(k, dtype=torch.float64), -D])
-    h = torch.cat([torch.zeros(k, dtype=torch.float64), torch.full((P,), -margin, dtype=torch.float64)])
-    planes, rhs = torch.cat([G, torch.eye(k, dtype=torch.float64)]), torch.cat([h, prior])
-    one = torch.ones(1, dtype=torch.float64)
-    W = _vertices(torch.ones(1, k, dtype=torch.float64), one, planes, rhs)
-    W = W[(W @ G.T <= h + _LP_TOL).all(1)]
-    if not len(W):
-        return None
-    dist, smallest = (W - prior).abs().sum(1), (W @ D.T).min(1).values
-    near = dist <= dist.min() + _LP_TOL
-    return W[near][smallest[near].argmax()]
-
-
-@dataclass
-class WeightFit:
-    """What fit_weights found: the weights, whether the order is realisable, and the margins."""
-
-    weights: dict  # eval name -> weight >= 0, summing to 1: pass to aggregate(..., weights=)
-    realisable: bool  # whether some weights order the models strictly as preferred
-    best_margin: float  # the largest smallest margin any weights reach; <= 0: the order is impossible
-    margins: list  # (better, worse, aggregate difference) for each adjacent pair of the preference
-    scores: dict  # model -> aggregate under weights
-    message: str
-
-    @property
-    def min_margin(self):
-        return min(m for _, _, m in self.margins)
-
-
-def fit_weights(results_by_model, preference, margin_share=0.5, prior=None):
-    """Aggregate weights under which the models' aggregates fall in the preferred order (best first).
-
-    Two small linear programs, solved exactly by visiting every vertex (_vertices): (1) the largest
-    smallest margin m* over adjacent pairs, weights non-negative and summing to 1; (2) among weights
-    keeping at least margin_share * m*, those nearest prior (DEFAULT_WEIGHTS) in L1: the regulariser.
-    An LP rather than a pairwise logistic loss, because its margins are in the aggregate's own units
-    and m* <= 0 proves that no weights realise the order (reported, never raised: realisable=False,
-    with LP 1's least-bad weights); scipy is not a dependency, and 4 weights give few vertices."""
-    feats = _model_features(results_by_model)
-    preference = _check_preference(preference, feats)
-    if isinstance(margin_share, bool) or not isinstance(margin_share, (int, float)) \
-            or not 0 < margin_share <= 1:
-        raise ValueError(f"margin_share must be in (0, 1], got {margin_share!r}")
-    evals = list(feats[preference[0]])
-    prior = _check_weights(DEFAULT_WEIGHTS if prior is None else prior, evals)
-    p = torch.tensor([prior[n] for n in evals], dtype=torch.float64)
-    X = torch.tensor([[feats[m][n] for n in evals] for m in preference], dtype=torch.float64)
-    D = X[:-1] - X[1:]  # (pairs, evals): better minus worse, for each adjacent pair
-    best, w = _max_min_margin(D, p)
-    realisable = best > _LP_TOL
-    if realisable:
-        nearer = _nearest_with_margin(D, p, margin_share * best)
-        w = w if nearer is None else nearer
-    w = torch.where(w < _LP_TOL, 0.0, w)
-    weights = dict(zip(evals, (w / w.sum()).tolist()))
-    scores = aggregate_models(results_by_model, weights)
-    margins = [(a, b, scores[a] - scores[b]) for a, b in zip(preference, preference[1:])]
-    message = _fit_message(realisable, best, margins)
-    return WeightFit(weights, realisable, best, margins, scores, message)
-
-
-def _fit_message(realisable, best, margins):
-    if realisable:
-        return (f"order realised: smallest margin {min(m for *_, m in margins):.4g} "
-                f"(the largest possible is {best:.4g})")
-    failed = [f"{a} > {b}" for a, b, m in margins if m <= _LP_TOL]
-    return (f"no weights realise this order: the best smallest margin is {best:.4g} <= 0; "
-            f"under the least-bad weights these fail: {', '.join(failed)}")
-
-
-def leave_one_model_out(results_by_model, preference, **fit_kwargs):
-    """For each model: fit weights on the others, then check the held-out model lands where the
-    preference puts it. With few models many weights fit, and the held-out model shows it."""
-    preference = _check_preference(preference, _model_features(results_by_model))
-    if len(preference) < 3:
-        raise ValueError(f"leave-one-model-out needs 3 or more models, got {len(preference)}")
-    rows = []
-    for i, held in enumerate(preference):
-        rest = [m for m in preference if m != held]
-        fit = fit_weights({m: results_by_model[m] for m in rest}, rest, **fit_kwargs)
-        scores = aggregate_models(results_by_model, fit.weights)
-        placed = (all(scores[a] > scores[held] for a in preference[:i])
-                  and all(scores[held] > scores[b] for b in preference[i + 1:]))
-        rank = 1 + sum(scores[m] > scores[held] for m in rest)
-        rows.append({"held_out": held, "preferred_rank": i + 1, "rank": rank, "placed": placed,
-                     "fit_realisable": fit.realisable, "weights": fit.weights})
-    return rows
-
-
-# ---------------------------------------------------------------------------------------------
-# 14. A real Hugging Face model (lesson 11)
-# ---------------------------------------------------------------------------------------------
-# Any causal LM from the transformers library, behind the same two interfaces the evals use:
-# wrap_hf(hf_model, hf_tokenizer) -> (model, tok). The course ships its own small GPT-2 and BPE
-# tokenizer, trained by `make checkpoint`, because nothing can be downloaded here; at home the
-# same load_hf call takes a hub name such as "gpt2" or "HuggingFaceTB/SmolLM2-135M".
-
-HF_CHECKPOINT_DIR = ROOT / "checkpoints" / "tinygpt2-bpe"
-HF_MANIFEST = "evalcore_manifest.json"  # SHA-256 of every file in the folder, checked at load
-HF_VOCAB_SIZE = 512  # BPE vocabulary: 256 byte symbols, one special, the rest merges
-HF_STEPS = 300
-PLAIN_PROMPT = "Question: {instruction}\nAnswer:"  # for a tokenizer without a chat template
-PLAIN_ANSWER_PREFIX = " "  # the answer follows "Answer:" after one space
-
-
-@dataclass
-class HFModelInfo:
-    """What the evals read from a wrapped model's `config`."""
-
-    max_len: int  # the model's context: the evals' default max_len
-    vocab_size: int  # rows of the input embedding; a larger token id is a ValueError
-    name: str  # the hub name or folder it came from, for reports
-
-
-def _hf_context(config):
-    for key in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
-        value = getattr(config, key, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    raise ValueError(f"cannot tell the context length of a {type(config).__name__}: "
-                     "none of max_position_embeddings, n_positions, n_ctx, seq_length is set")
-
-
-class HFCausalLM(nn.Module):
-    """A Hugging Face causal LM as evalcore's model: model(ids) -> logits (B, T, V), eval mode,
-    inputs moved to the model's device, its context length in config.max_len."""
-
-    def __init__(self, hf_model, name=None):
-        super().__init__()
-        self.hf = hf_model
-        self.config = HFModelInfo(_hf_context(hf_model.config),
-                                  hf_model.get_input_embeddings().num_embeddings,
-                                  name or getattr(hf_model, "name_or_path", "") or type(hf_model).__name__)
-        self.eval()
-
-    def forward(self, ids):
-        ids = ids.to(_device_of(self))
-        # All ones is right: evalcore pads on the right, and a causal model never looks ahead.
-        return self.hf(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
-
-
-class HFTokenizer:
-    """A Hugging Face tokenizer behind evalcore's tokenizer interface (see InstructionTokenizer).
-
-    Prompts use the tokenizer's chat template when it has one, else PLAIN_PROMPT; `prompt_format`
-    says which. add_bos=True puts the BOS token (the EOS token where there is none, as GPT-2 and
-    lm-evaluation-harness do) before every plain text and plain prompt, so the first real token is
-    predicted and scored too. A tokenizer without a pad token pads with EOS: padded positions are
-    never scored, so any id would do."""
-
-    def __init__(self, hf_tokenizer, add_bos=False, stop_ids=()):
-        eos = hf_tokenizer.eos_token_id
-        if eos is None:
-            raise ValueError("the tokenizer has no eos_token: nothing marks where an answer ends")
-        self.hf = hf_tokenizer
-        self.add_bos = bool(add_bos)
-        bos = hf_tokenizer.bos_token_id if hf_tokenizer.bos_token_id is not None else eos
-        self.bos_ids = (bos,) if self.add_bos else ()
-        self.eos_id = eos
-        self.pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else eos
-        self.stop_ids = frozenset({eos, *stop_ids})
-        self.vocab_size = len(hf_tokenizer)
-        self.prompt_format = "chat_template" if getattr(hf_tokenizer, "chat_template", None) else "plain"
-
-    def encode(self, text):
-        """Text -> ids, no special tokens added."""
-        _check_str("text", text)
-        return self.hf.encode(text, add_special_tokens=False)
-
-    def decode(self, ids):
-        """Ids -> text, special tokens dropped."""
-        return self.hf.decode([int(i) for i in ids], skip_special_tokens=True)
-
-    def encode_prompt(self, instruction):
-        """The instruction as the model expects a question: chat template, else PLAIN_PROMPT."""
-        _check_str("instruction", instruction)
-        if self.prompt_format == "chat_template":
-            text = self.hf.apply_chat_template([{"role": "user", "content": instruction}],
-                                               tokenize=False, add_generation_prompt=True)
-            return self.encode(text)  # the template writes its own BOS, if the model has one
-        return list(self.bos_ids) + self.encode(PLAIN_PROMPT.format(instruction=instruction))
-
-    def _prefix(self):
-        return PLAIN_ANSWER_PREFIX if self.prompt_format == "plain" else ""
-
-    def encode_answer(self, answer):
-        """The answer's ids as they follow the prompt, and the EOS that ends it."""
-        _check_str("answer", answer)
-        return self.encode(self._prefix() + answer) + [self.eos_id]
-
-    def decode_answer(self, ids):
-        """Generated ids -> the answer text, without the space that follows "Answer:"."""
-        text = self.decode(ids)
-        return text[len(self._prefix()):] if text.startswith(self._prefix()) else text
-
-
-def wrap_hf(hf_model, hf_tokenizer, add_bos=False):
-    """(model, tok) for evalcore from a loaded Hugging Face causal LM and its tokenizer."""
-    if not (hasattr(hf_model, "get_input_embeddings") and hasattr(hf_model, "config")):
-        raise ValueError(f"hf_model must be a transformers causal LM, got {type(hf_model).__name__}")
-    model = HFCausalLM(hf_model)
-    extra = getattr(getattr(hf_model, "generation_config", None), "eos_token_id", None)
-    extra = [] if extra is None else [extra] if isinstance(extra, int) else list(extra)
-    tok = HFTokenizer(hf_tokenizer, add_bos=add_bos, stop_ids=extra)
-    if tok.vocab_size > model.config.vocab_size:
-        raise ValueError(f"the tokenizer has {tok.vocab_size} tokens but the model's embedding only "
-                         f"{model.config.vocab_size} rows: they do not belong together")
-    return model, tok
-
-
-def load_hf(name_or_path, device=None, dtype=None, add_bos=False):
-    """(model, tok) from a hub name or a local folder, as wrap_hf gives them. A folder with an
-    evalcore manifest (the course's own model) has every file's SHA-256 checked first."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    folder = Path(name_or_path)
-    if (folder / HF_MANIFEST).is_file():
-        check_hf_folder(folder)
-    was_shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a bar per load would clutter every notebook's output
-    try:
-        hf_model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
-    finally:
-        if was_shown:
-            hf_logging.enable_progress_bar()
-    hf_tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
-    if device is not None:
-        hf_model = hf_model.to(device)
-    model, tok = wrap_hf(hf_model, hf_tokenizer, add_bos=add_bos)
-    model.config.name = _short_name(name_or_path)
-    return model, tok
-
-
-def _short_name(name_or_path):
-    """A hub name as given; a folder inside the course relative to it (no machine paths in reports)."""
-    folder = Path(name_or_path).resolve()
-    if folder.is_dir() and folder.is_relative_to(ROOT):
-        return folder.relative_to(ROOT).as_posix()
-    return str(name_or_path)
-
-
-def check_hf_folder(folder):
-    """ValueError unless every file the manifest lists has the SHA-256 it records."""
-    folder = Path(folder)
-    manifest = json.loads((folder / HF_MANIFEST).read_text(encoding="utf-8"))
-    for name, expected in manifest["sha256"].items():
-        path = folder / name
-        actual = _sha256(path) if path.is_file() else "missing"
-        if actual != expected:
-            raise ValueError(f"{path} has SHA-256 {actual}, the manifest says {expected}: the "
-                             "folder is damaged (or holds Git LFS pointers); run `make checkpoint`")
-    return manifest
-
-
-def choice_accuracy(items, logliks):
-    """Multiple-choice accuracy two ways: acc picks the choice of highest log-likelihood, acc_norm
-    the highest log-likelihood per character of the choice, as lm-evaluation-harness defines it
-    (lm_eval/api/task.py: completion_len = len(choice)). Ties go to the first choice."""
-    _check_items(items)
-    if not isinstance(logliks, (list, tuple)) or len(logliks) != len(items):
-        raise ValueError(f"logliks must hold one list per item ({len(items)}), got {logliks!r}")
-    records = []
-    for i, (it, lls) in enumerate(zip(items, logliks)):
-        lls = _floats(f"logliks[{i}]", lls)
-        if len(lls) != len(it["choices"]) or not all(map(math.isfinite, lls)):
-            raise ValueError(f"logliks[{i}] must hold {len(it['choices'])} finite numbers, got {lls!r}")
-        if not all(it["choices"]):
-            raise ValueError(f"items[{i}] has an empty choice: it has no length to divide by")
-        per_char = [ll / len(c) for ll, c in zip(lls, it["choices"])]
-        pred, pred_norm = lls.index(max(lls)), per_char.index(max(per_char))
-        records.append({"question": it["question"], "gold": it["gold"], "pred": pred,
-                        "pred_norm": pred_norm, "score": float(pred == it["gold"]),
-                        "score_norm": float(pred_norm == it["gold"])})
-    acc_norm = _mean([r["score_norm"] for r in records])
-    disagree = sum(r["pred"] != r["pred_norm"] for r in records)
-    return with_interval(EvalResult("multiple_choice", _mean([r["score"] for r in records]), records,
-                                    {"acc_norm": acc_norm, "n_items": len(records),
-                                     "disagreements": disagree}))
-
-
-# The course's own Hugging Face model: a BPE tokenizer and a small GPT-2, trained on the same text ---
-
-def train_bpe_tokenizer(texts, vocab_size=HF_VOCAB_SIZE):
-    """A byte-level BPE tokenizer (GPT-2's scheme) trained on texts, as a transformers tokenizer
-    whose one special token <|endoftext|> is BOS, EOS and PAD."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    bpe.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>",
-                                   eos_token="<|endoftext|>", pad_token="<|endoftext|>")
-
-
-def train_hf_model(steps=HF_STEPS, seed=SEED, batch_size=16, lr=3e-3, progress=True):
-    """(hf_model, hf_tokenizer): the BPE tokenizer, then a GPT-2 of TinyGPT's size trained at its
-    full context on the same text, with the same dropout and schedule."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    train = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
-    texts = train["statements"] + [PLAIN_PROMPT.format(instruction=q) + " " + a for q, a in train["qa"]]
-    hf_tok = train_bpe_tokenizer(texts)
-    torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=len(hf_tok), n_positions=256, n_embd=128, n_layer=4, n_head=4,
-                     resid_pdrop=TRAIN_DROPOUT, embd_pdrop=TRAIN_DROPOUT, attn_pdrop=0.0,
-                     bos_token_id=hf_tok.eos_token_id, eos_token_id=hf_tok.eos_token_id,
-                     pad_token_id=hf_tok.eos_token_id)
-    hf_model = GPT2LMHeadModel(cfg)
-    _, tok = wrap_hf(hf_model, hf_tok)
-    generator = torch.Generator().manual_seed(seed)
-    stream, starts = packed_stream(training_groups(tok, after_statement=[tok.eos_id]), generator)
-    forward = lambda ids: hf_model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits  # noqa: E731
-    hf_model.history = train_on_stream(hf_model, forward,
-                                       stream, starts, steps, batch_size, cfg.n_positions, lr,
-                                       generator, "training the BPE GPT-2", progress)
-    return hf_model, hf_tok
-
-
-def save_hf(hf_model, hf_tokenizer, folder=HF_CHECKPOINT_DIR, **info):
-    """save_pretrained for both, then a manifest with every file's SHA-256 and `info`."""
-    folder = Path(folder)
-    hf_model.save_pretrained(folder)
-    hf_tokenizer.save_pretrained(folder)
-    files = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != HF_MANIFEST)
-    manifest = {"sha256": {name: _sha256(folder / name) for name in files},
-                "num_params": hf_model.num_parameters(), **info}
-    (folder / HF_MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return manifest
-
-
-# ---------------------------------------------------------------------------------------------
-# 15. The demo: train briefly, run every eval, report
-# ---------------------------------------------------------------------------------------------
+# =================================================================================================
+# Appendix B · The command line: the demo, checkpoint builders, record, serve-judge
+# =================================================================================================
 
 DEMO_STEPS = 300  # half the checkpoint's training
+
+
 # One thread: measured here, a training step takes 0.47 s on one thread and 0.275 s on two when the
 # machine is idle, but two threads collapse when anything else loads the second core (a demo took
 # 36 min so); one thread takes about the same time either way.
 DEMO_THREADS = 1
 
 
-def plot_report(report, path=None):
-    """Each eval's normalised value (its raw value and interval written on the bar) with the
-    aggregate, beside every example's normalised score as a jittered strip; titled with the run."""
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    _plot_values(ax1, report)
-    _plot_strips(ax2, report)
-    meta = report.meta
-    run = [f"{meta['model'].get('num_params', 0) / 1e6:.2f} M-parameter TinyGPT"
-           if isinstance(meta.get("model"), dict) else None,
-           f"seed {meta['seed']}" if "seed" in meta else None,
-           f"{meta['steps']} steps" if "steps" in meta else None]
-    fig.suptitle(" · ".join(x for x in run if x) or "Evaluation report")
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-    return fig
-
-
-def _plot_values(ax, report):
-    norm = report.normalised()
-    bars = ax.bar(list(norm), list(norm.values()), color="tab:blue")
-    for bar, r in zip(bars, report.results):
-        label = f"{r.value:.4g}\n{_interval_text(r.extras.get('ci95'), '.3g')}"
-        ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                    va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
-    ax.axhline(report.score, color="tab:red", linestyle="--", label=f"aggregate {report.score:.3f}")
-    if report.ci95 is not None:
-        ax.axhspan(*report.ci95, color="tab:red", alpha=0.1, label="its 95% interval")
-    ax.set(ylim=(0, 1.1), ylabel="normalised value (0-1, higher is better)",
-           title="Per eval: raw value and 95% interval on each bar")
-    ax.legend(loc="upper right", fontsize=8)
-
-
-def _plot_strips(ax, report):
-    """One jittered dot per example (no box: a box over 0/1 scores draws quartiles that do not
-    exist), and each eval's mean as a bar; the jitter is seeded, so the figure is reproducible."""
-    frame = report.to_frame().dropna(subset=["normalised"])
-    generator = torch.Generator().manual_seed(SEED)
-    for x, r in enumerate(report.results):
-        scores = torch.tensor(frame.loc[frame["eval"] == r.name, "normalised"].to_numpy(dtype=float))
-        jitter = (torch.rand(len(scores), generator=generator) - 0.5) * 0.5
-        ax.scatter(x + jitter, scores, s=14, alpha=0.6, color="tab:gray")
-        ax.hlines(float(scores.mean()), x - 0.3, x + 0.3, color="black")
-    ax.set_xticks(range(len(report.results)), [r.name for r in report.results])
-    ax.set(ylim=(-0.05, 1.05), ylabel="normalised per-example score",
-           title="Per example (jittered; black line: the mean)")
-
-
-def _versions():
+def _versions(*packages):
+    """Python's and torch's versions, and those of the named packages: what a result depends on."""
+    import importlib
     import platform
 
-    return {"python": platform.python_version(), "torch": torch.__version__}
+    named = {p: importlib.import_module(p).__version__ for p in packages}
+    return {"python": platform.python_version(), "torch": torch.__version__, **named}
 
 
 def provenance():
     """What a reviewer needs to reproduce a report: the git commit (None outside a checkout, and
     whether the tree had uncommitted changes), SHA-256 of the fixtures and of the shipped
-    checkpoint, and when the report was made (UTC)."""
+    checkpoint, and when the report was made (UTC).
+
+    Appendix B (the command line)."""
     import subprocess
 
     def git(*args):
         try:
-            done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+            done = subprocess.run(
+                ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10
+            )
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
     dirty = None if commit is None else bool(git("status", "--porcelain"))
-    return {"git_commit": commit, "git_dirty": dirty,
-            "fixtures_sha256": _sha256(FIXTURES_PATH), "checkpoint_sha256": _sha256(CHECKPOINT_PATH),
-            "created_utc": _utc_now()}
+    return {
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "fixtures_sha256": _sha256(FIXTURES_PATH),
+        "checkpoint_sha256": _sha256(CHECKPOINT_PATH),
+        "created_utc": _utc_now(),
+    }
 
 
-def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=True, per_token=False,
-             threads=DEMO_THREADS):
-    """Train TinyGPT briefly, run the four evals, print the table, write JSON and a PNG chart."""
+def run_demo(
+    seed=SEED,
+    steps=DEMO_STEPS,
+    out="reports/report.json",
+    progress=True,
+    per_token=False,
+    threads=DEMO_THREADS,
+):
+    """Train TinyGPT briefly, run the four evals, print the table, write JSON and a PNG chart.
+
+    Appendix B (the command line)."""
     if Path(out).suffix != ".json":
         raise ValueError(f"out must name a .json file (the chart goes beside it), got {out!r}")
     print(f"torch {torch.__version__} on {threads} thread(s), seed {seed}, {steps} training steps")
@@ -3363,19 +4581,17 @@ def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=Tr
     tok = InstructionTokenizer()
     model = train_tinygpt(steps=steps, seed=seed, progress=progress, threads=threads)
     timings = {"train_s": time.perf_counter() - t0}
-    fx = load_fixtures()
-    results = []
-    for name, run in [("perplexity", lambda: perplexity_eval(model, tok, fx["lm"])),
-                      ("exact_match", lambda: exact_match_eval(model, tok, fx["em"])),
-                      ("token_f1", lambda: token_f1_eval(model, tok, fx["f1"])),
-                      ("judge", lambda: judge_eval(model, tok, fx["judge"]))]:
-        t = time.perf_counter()
-        results.append(run())
-        timings[f"{name}_s"] = time.perf_counter() - t
+    results = core_evals(model, tok, timings=timings)
     timings["total_s"] = time.perf_counter() - t0
-    meta = {"seed": seed, "steps": steps, "threads": torch.get_num_threads(),
-            "versions": _versions(), "provenance": provenance(),
-            "model": {"num_params": model.num_params(), **asdict(model.config)}, "timings": timings}
+    meta = {
+        "seed": seed,
+        "steps": steps,
+        "threads": torch.get_num_threads(),
+        "versions": _versions(),
+        "provenance": provenance(),
+        "model": {"num_params": model.num_params(), **asdict(model.config)},
+        "timings": timings,
+    }
     report = aggregate(results, meta=meta)
     print(report.table())
     path = report.to_json(out, per_token)
@@ -3385,40 +4601,90 @@ def run_demo(seed=SEED, steps=DEMO_STEPS, out="reports/report.json", progress=Tr
 
 
 def build_checkpoint(seed=SEED, steps=CHECKPOINT_STEPS, path=CHECKPOINT_PATH, train_len=None):
-    """Retrain a shipped TinyGPT checkpoint from the seed and write it with its manifest."""
+    """Retrain a shipped TinyGPT checkpoint from the seed and write it with its manifest.
+
+    Appendix B (the command line)."""
     t0 = time.perf_counter()
     model = train_tinygpt(steps=steps, seed=seed, train_len=train_len)
-    manifest = save_checkpoint(model, path, seed=seed, steps=steps,
-                               train_len=train_len or model.config.max_len,
-                               final_loss=round(sum(model.history[-20:]) / 20, 4),
-                               train_s=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(),
-                               versions=_versions())
+    manifest = save_checkpoint(
+        model,
+        path,
+        seed=seed,
+        steps=steps,
+        train_len=train_len or model.config.max_len,
+        final_loss=round(sum(model.history[-20:]) / 20, 4),
+        train_s=round(time.perf_counter() - t0, 1),
+        threads=torch.get_num_threads(),
+        versions=_versions(),
+    )
     print(json.dumps(manifest, indent=2))
     return manifest
 
 
 def build_hf_checkpoint(seed=SEED, steps=HF_STEPS, folder=HF_CHECKPOINT_DIR):
-    """Retrain the course's BPE GPT-2 from the seed and save it with save_pretrained."""
-    import transformers
+    """Retrain the course's BPE GPT-2 from the seed and save it with save_pretrained.
 
+    Appendix B (the command line)."""
     t0 = time.perf_counter()
     hf_model, hf_tok = train_hf_model(steps=steps, seed=seed)
-    manifest = save_hf(hf_model, hf_tok, folder, seed=seed, steps=steps,
-                       final_loss=round(sum(hf_model.history[-20:]) / 20, 4),
-                       train_s=round(time.perf_counter() - t0, 1), threads=torch.get_num_threads(),
-                       versions={**_versions(), "transformers": transformers.__version__})
+    manifest = save_hf(
+        hf_model,
+        hf_tok,
+        folder,
+        seed=seed,
+        steps=steps,
+        final_loss=round(sum(hf_model.history[-20:]) / 20, 4),
+        train_s=round(time.perf_counter() - t0, 1),
+        threads=torch.get_num_threads(),
+        versions=_versions("transformers"),
+    )
     print(json.dumps(manifest, indent=2))
     return manifest
 
 
 def build_checkpoints(seed=SEED):
     """Retrain every shipped checkpoint (`make checkpoint`): the main TinyGPT, the under-trained
-    one, the one trained only on short windows, and the BPE GPT-2; on CHECKPOINT_THREADS threads."""
+    one, the one trained only on short windows, and the BPE GPT-2; on CHECKPOINT_THREADS threads.
+
+    Appendix B (the command line)."""
     torch.set_num_threads(CHECKPOINT_THREADS)
-    return [build_checkpoint(seed, CHECKPOINT_STEPS, CHECKPOINT_PATH),
-            build_checkpoint(seed, EARLY_CHECKPOINT_STEPS, EARLY_CHECKPOINT_PATH),
-            build_checkpoint(seed, SHORT_CHECKPOINT_STEPS, SHORT_CHECKPOINT_PATH, SHORT_TRAIN_LEN),
-            build_hf_checkpoint(seed)]
+    return [
+        build_checkpoint(seed, CHECKPOINT_STEPS, CHECKPOINT_PATH),
+        build_checkpoint(seed, EARLY_CHECKPOINT_STEPS, EARLY_CHECKPOINT_PATH),
+        build_checkpoint(seed, SHORT_CHECKPOINT_STEPS, SHORT_CHECKPOINT_PATH, SHORT_TRAIN_LEN),
+        build_hf_checkpoint(seed),
+    ]
+
+
+# The recording: TinyGPT's completions, pinned ---------------------------------------------------
+def record_06(path=RECORDING_06_PATH, max_new_tokens=RECORD_MAX_NEW_TOKENS):
+    """Greedy completions of the shipped TinyGPT for every case, written with the checkpoint and
+    fixture hashes, package versions, decoding settings and date (`python evalcore.py record`).
+
+    Appendix B (the command line)."""
+    from datetime import datetime
+
+    task, tok = load_notices(), InstructionTokenizer()
+    prompts = [
+        notice_prompt(task["notices"][c["source_group"]], c["question"]) for c in task["cases"]
+    ]
+    answers = generate(load_pretrained(), tok, prompts, max_new_tokens=max_new_tokens)
+    rec = {
+        "note": "Greedy completions of the shipped TinyGPT; lesson 06 reads these, not the model.",
+        "checkpoint": {"file": CHECKPOINT_PATH.name, "sha256": _sha256(CHECKPOINT_PATH)},
+        "fixture": {"file": "data/notices.json", "sha256": _sha256(NOTICES_PATH)},
+        "versions": _versions("numpy"),
+        "decoding": {"method": "greedy", "max_new_tokens": max_new_tokens, "prompt": PROMPT_06},
+        "date": datetime.now(UTC).date().isoformat(),
+        "completions": {
+            c["id"]: {"prompt": p, "response": a}
+            for c, p, a in zip(task["cases"], prompts, answers)
+        },
+    }
+    Path(path).write_text(
+        json.dumps(rec, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    return rec
 
 
 def _steps_arg(text):
@@ -3430,19 +4696,30 @@ def _steps_arg(text):
 
 
 def main(argv=None):
-    """`python evalcore.py [demo|checkpoint|record|serve-judge] ...`; returns the exit status."""
+    """`python evalcore.py [demo|checkpoint|record|serve-judge] ...`; returns the exit status.
+
+    Appendix B (the command line)."""
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
-    parser.add_argument("command", nargs="?", default="demo",
-                        choices=["demo", "checkpoint", "record", "serve-judge"],
-                        help="demo (default): train, evaluate, report; checkpoint: rebuild every "
-                             "shipped checkpoint; record: re-record data/recording_06.json; "
-                             "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        default="demo",
+        choices=["demo", "checkpoint", "record", "serve-judge"],
+        help="demo (default): train, evaluate, report; checkpoint: rebuild every "
+        "shipped checkpoint; record: re-record data/recording_06.json; "
+        "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1",
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--steps", type=_steps_arg, default=None, help="training steps (>= 1)")
     parser.add_argument("--out", default="reports/report.json", help="where the JSON report goes")
-    parser.add_argument("--port", type=int, default=8000, help="serve-judge's port (0: any free one)")
-    parser.add_argument("--per-token", action="store_true",
-                        help="keep every token's loss in the JSON (left out by default: most of the file)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="serve-judge's port (0: any free one)"
+    )
+    parser.add_argument(
+        "--per-token",
+        action="store_true",
+        help="keep every token's loss in the JSON (left out by default: most of the file)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "checkpoint":
@@ -3452,8 +4729,12 @@ def main(argv=None):
         elif args.command == "serve-judge":
             serve_judge(args.port)
         else:
-            run_demo(args.seed, DEMO_STEPS if args.steps is None else args.steps, args.out,
-                     per_token=args.per_token)
+            run_demo(
+                args.seed,
+                DEMO_STEPS if args.steps is None else args.steps,
+                args.out,
+                per_token=args.per_token,
+            )
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -38,14 +38,16 @@ def padded_batches(token_lists, batch_size, sort):
     if sort:
         groups = ec.length_batches([len(t) for t in token_lists], batch_size)
     else:
-        groups = [list(range(s, min(s + batch_size, len(token_lists))))
-                  for s in range(0, len(token_lists), batch_size)]
+        groups = [
+            list(range(s, min(s + batch_size, len(token_lists))))
+            for s in range(0, len(token_lists), batch_size)
+        ]
     batches = []
     for group in groups:
         rows = [token_lists[i] for i in group]
         ids = torch.full((len(rows), max(map(len, rows))), ec.InstructionTokenizer.pad_id)
         for i, r in enumerate(rows):
-            ids[i, :len(r)] = torch.tensor(r)
+            ids[i, : len(r)] = torch.tensor(r)
         batches.append(ids)
     return batches
 
@@ -68,17 +70,20 @@ def bench_perplexity(model, tok, texts, batch_size=16):
     # interleaved rounds, the best of each kept: a burst of other load hits both alike
     t_eval, t_bare = math.inf, math.inf
     for _ in range(9):
-        t_eval = min(t_eval, best_of(lambda: ec.perplexity_eval(model, tok, texts,
-                                                                 batch_size=batch_size), 1))
+        t_eval = min(
+            t_eval, best_of(lambda: ec.perplexity_eval(model, tok, texts, batch_size=batch_size), 1)
+        )
         t_bare = min(t_bare, best_of(lambda: bare_forward(model, sorted_batches), 1))
     t_input = best_of(lambda: bare_forward(model, input_batches))
     print(f"perplexity_eval: {len(texts)} texts, {n_tokens} scored tokens, batch_size {batch_size}")
     print(f"  perplexity_eval      {n_tokens / t_eval:10.0f} tokens/s")
     print(f"  bare forward, same batches {n_tokens / t_bare:4.0f} tokens/s")
     print(f"  throughput ratio eval / bare forward: {t_bare / t_eval:.2f} (target >= 0.9)")
-    print(f"  padding: {padding_fraction(input_batches, token_lists):.0%} in input order, "
-          f"{padding_fraction(sorted_batches, token_lists):.0%} length-sorted; "
-          f"sorted is {t_input / t_bare:.2f}x faster")
+    print(
+        f"  padding: {padding_fraction(input_batches, token_lists):.0%} in input order, "
+        f"{padding_fraction(sorted_batches, token_lists):.0%} length-sorted; "
+        f"sorted is {t_input / t_bare:.2f}x faster"
+    )
 
 
 def bench_fixture_batching(model, tok, texts):
@@ -86,16 +91,18 @@ def bench_fixture_batching(model, tok, texts):
     one text at a time. Batches capped by padding should never lose to batch size 1."""
     t_default = best_of(lambda: ec.perplexity_eval(model, tok, texts))
     t_one = best_of(lambda: ec.perplexity_eval(model, tok, texts, batch_size=1))
-    print(f"perplexity_eval on the lm fixture ({len(texts)} texts, one of them longer than the window)")
-    print(f"  default batching against batch_size=1: {t_one / t_default:.2f}x as fast (target >= 1)")
+    print(f"perplexity_eval on the lm fixture ({len(texts)} texts, one longer than the window)")
+    print(
+        f"  default batching against batch_size=1: {t_one / t_default:.2f}x as fast (target >= 1)"
+    )
 
 
 class NeverStops(ec.TinyGPT):
-    """The shipped weights with the special tokens masked out, so every prompt decodes every token."""
+    """The shipped weights, special tokens masked out: every prompt decodes every token."""
 
     def forward(self, *args, **kwargs):
         logits = super().forward(*args, **kwargs)
-        logits[..., ec.InstructionTokenizer.inst_id:] = -math.inf
+        logits[..., ec.InstructionTokenizer.inst_id :] = -math.inf
         return logits
 
 
@@ -109,26 +116,41 @@ def bench_generate(tok, n_prompts=20, new_tokens=32):
     assert batched == naive, "batched KV-cache decoding disagrees with naive decoding"
     assert all(len(tok.encode(a)) >= new_tokens for a in batched)  # no prompt stopped early
     t_batched = best_of(lambda: ec.generate(model, tok, prompts, max_new_tokens=new_tokens))
-    t_cache_only = best_of(lambda: [ec.generate(model, tok, [p], max_new_tokens=new_tokens)
-                                    for p in prompts])
-    t_naive = best_of(lambda: [ec._generate_uncached(model, tok, p, new_tokens) for p in prompts], 1)
+    t_cache_only = best_of(
+        lambda: [ec.generate(model, tok, [p], max_new_tokens=new_tokens) for p in prompts]
+    )
+    t_naive = best_of(
+        lambda: [ec._generate_uncached(model, tok, p, new_tokens) for p in prompts], 1
+    )
     print(f"generate: {n_prompts} prompts x {new_tokens} new tokens (same strings as naive)")
     print(f"  naive (full forward per step, one prompt at a time) {t_naive:6.2f} s")
-    print(f"  KV cache, one prompt at a time                       {t_cache_only:6.2f} s "
-          f"({t_naive / t_cache_only:.1f}x)")
-    print(f"  KV cache + left-padded batch (generate)              {t_batched:6.2f} s "
-          f"({t_naive / t_batched:.1f}x, target >= 10x)")
+    print(
+        f"  KV cache, one prompt at a time                       {t_cache_only:6.2f} s "
+        f"({t_naive / t_cache_only:.1f}x)"
+    )
+    print(
+        f"  KV cache + left-padded batch (generate)              {t_batched:6.2f} s "
+        f"({t_naive / t_batched:.1f}x, target >= 10x)"
+    )
 
 
 def bench_demo():
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        subprocess.run([sys.executable, str(ROOT / "evalcore.py"), "--out", f"{tmp}/report.json"],
-                       check=True, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, str(ROOT / "evalcore.py"), "--out", f"{tmp}/report.json"],
+            check=True,
+            cwd=tmp,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wall = time.perf_counter() - t
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"demo: {wall:.1f} s wall on {ec.DEMO_THREADS} thread (target <= 150 s, whatever else runs), "
-          f"peak memory {peak_mb:.0f} MB")
+    print(
+        f"demo: {wall:.1f} s wall on {ec.DEMO_THREADS} thread "
+        "(target <= 150 s, whatever else runs), "
+        f"peak memory {peak_mb:.0f} MB"
+    )
 
 
 def main():
@@ -139,7 +161,9 @@ def main():
     tok = ec.InstructionTokenizer()
     model = ec.load_pretrained()
     fx = ec.load_fixtures()
-    fits = [t for t in fx["lm"] if len(tok.encode(t)) <= model.config.max_len + 1]  # one window each
+    fits = [
+        t for t in fx["lm"] if len(tok.encode(t)) <= model.config.max_len + 1
+    ]  # one window each
     texts = fits * 10  # texts of very different lengths, as a real held-out set has
     bench_perplexity(model, tok, texts)
     print()

@@ -9,19 +9,18 @@ count changes no expected value.
 
 import json
 import os
-import sys
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # lesson 11's tests load local folders only: never download
+os.environ.setdefault(
+    "HF_HUB_OFFLINE", "1"
+)  # lesson 11's tests load local folders only: never download
 
-import pytest
-import torch
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import evalcore as ec  # noqa: E402  (importable through pyproject's pytest pythonpath)
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # works with or without `pip install -e .`
-    sys.path.insert(0, str(ROOT))
-
-import evalcore as ec  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -54,12 +53,14 @@ def random_model():
 def trained_model():
     """A tiny TinyGPT trained for a few seconds: its predictions are far from uniform, so the
     wrong perplexity recipes give clearly different numbers."""
-    return ec.train_tinygpt(steps=150, batch_size=16, progress=False,
-                            d_model=32, n_layer=2, n_head=2, max_len=128)
+    return ec.train_tinygpt(
+        steps=150, batch_size=16, progress=False, d_model=32, n_layer=2, n_head=2, max_len=128
+    )
 
 
 def strict_loads(text):
     """json.loads that fails on NaN, Infinity and -Infinity, as strict JSON parsers do."""
+
     def refuse(constant):
         raise AssertionError(f"non-standard JSON constant {constant}")
 

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted(
+    (Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")
+)
 
 
 def code_cells(path):
@@ -34,7 +36,7 @@ def test_no_error_output_and_no_skipped_cell(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_lesson_shape(path):
-    """Opens with what the student learns, checks itself with asserts, plots, ends with exercises."""
+    """Opens with what the student learns, checks itself with asserts, plots, ends in exercises."""
     nb, cells = code_cells(path)
     markdown = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
     assert "learn" in markdown[0].lower()

@@ -1,0 +1,613 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 09 · A real judge over HTTP
+#
+# **What you will learn**
+#
+# - how an LLM judge is called over the OpenAI-compatible chat-completions API (OpenAI's own API,
+#   which vLLM, llama.cpp's server and Ollama also serve; section 6 names their docs), and why
+#   `ec.HTTPJudge` builds a judge called with exactly `ec.mock_judge`'s signature, so `judge_eval`
+#   needs no other change;
+# - how to run a local judge server (the mock judge behind that same API) and evaluate through it;
+# - what goes wrong with a real endpoint (server errors, timeouts, replies that are not a score), why
+#   such an example must be recorded as **unscored** with its reason and never as a number, and how the
+#   report shows *scored/total*;
+# - an on-disk cache, so re-running a notebook costs nothing, and keeping the API key out of everything
+#   you write;
+# - three bias checks: does padding move the score, does the judge agree with exact match and token F1
+#   (Cohen's kappa), and do two judges agree with each other.
+#
+# **Time:** about 30 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
+# Nothing here leaves your machine: every server binds to 127.0.0.1.
+
+# %%
+import json
+import logging
+import shutil
+import tempfile
+import time
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+
+import evalcore as ec
+
+torch.set_num_threads(1)  # a tiny model: one thread is the fastest on a shared laptop
+model, tok, fx = ec.load_pretrained(), ec.InstructionTokenizer(), ec.load_fixtures()
+
+# %% [markdown]
+# ## 1. A judge server on localhost
+#
+# `ec.JudgeServer` puts a judge function (by default `ec.mock_judge`) behind the chat-completions API,
+# in a thread of this kernel. From a terminal, `python evalcore.py serve-judge --port 8000` does the same
+# thing. `ec.JudgeServer()` listens on port 0 by default, which asks the operating system for any free port.
+#
+# This server lives across the next sections, so no single cell can hold a `with` block around it.
+# Re-running this cell without stopping the old server would leave that one listening on its free
+# port: harmless, but wasteful. So the cell first stops a server left over from an earlier run, and the
+# clean-up cell at the end stops every server in a `finally`.
+
+# %%
+if "server" in globals():  # a re-run: stop the server the earlier run started
+    server.stop()
+server = ec.JudgeServer().start()  # mock_judge behind POST /v1/chat/completions, on 127.0.0.1
+print(server.url, server.model)
+
+# %% [markdown]
+# A judge request is a list of chat messages. The system message holds the rubric: what each score from 1
+# to 5 means, and a reminder that length earns nothing. The user message holds the item as JSON and asks
+# for a JSON reply. `ec.judge_messages` builds them, so you can read exactly what the judge reads:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+preds = ec.generate(model, tok, [q for q, _ in fx["judge"]])
+q, ref = fx["judge"][1]
+for message in ec.judge_messages(q, preds[1], ref):
+    print(f"--- {message['role']} ---\n{message['content']}")
+
+# %% [markdown]
+# `HTTPJudge(base_url, model)` builds a judge. It sends those messages with temperature 0 and
+# parses the reply. Parsing is forgiving about what surrounds the JSON (code fences, chatty prose) and
+# strict about the score: it must be an integer from 1 to 5. The cache directory is a temporary one.
+
+# %% tags=["live"]
+# An HTTP judge: ec.HTTPJudge(server.url, server.model, cache_dir=...), then call it like mock_judge
+cache_dir = tempfile.mkdtemp(prefix="judge-cache-")
+judge = ec.HTTPJudge(server.url, server.model, cache_dir=cache_dir)
+verdict = judge(q, preds[1], ref)
+print(verdict)
+assert verdict == ec.mock_judge(q, preds[1], ref)  # same verdict, now over a real socket
+
+# %% [markdown]
+# Because the HTTP judge has the mock judge's signature, `judge_eval` takes it as `judge_fn` and nothing
+# else changes. Through the server we get the mock judge's numbers exactly, and every example is scored. Like every
+# eval's value, the judge's comes with a 95% interval (`extras["ci95"]`, a percentile bootstrap over
+# the scored examples):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+over_http = ec.judge_eval(model, tok, fx["judge"], judge_fn=judge)
+direct = ec.judge_eval(model, tok, fx["judge"])
+n = over_http.extras
+lo, hi = n["ci95"]
+print(f"over HTTP {over_http.value:.4g}, 95% CI [{lo:.4g}, {hi:.4g}] ({n['scored']}/{n['total']} scored), "
+      f"direct {direct.value:.4g}")
+assert [r["score"] for r in over_http.per_example] == [r["score"] for r in direct.per_example]
+assert n["ci95"] == direct.extras["ci95"] and n["ci_method"].startswith("percentile")
+assert n["n"] == len(fx["judge"]), f"expected all {len(fx['judge'])} examples scored, got {n['n']}"
+
+
+# %% [markdown]
+# ## 2. When the judge fails
+#
+# A real endpoint fails now and then. It can be overloaded (HTTP 429 or 503), crash (500), take too long,
+# or reply with something that is not a score. The HTTP judge retries 429, 5xx, timeouts and dropped
+# connections. It waits with exponential backoff and jitter between tries, and honours a `Retry-After`
+# header. When the last retry fails, or when the reply can't be used (unparseable JSON, a score of 7),
+# it raises `ec.JudgeUnavailable(reason)`. `judge_eval` then records that example as **unscored**.
+#
+# To see this happen we serve a judge that is broken on purpose on three items:
+
+# %%
+def unreliable_judge(instruction, prediction, reference):
+    # BROKEN ON PURPOSE: stands in for an endpoint that misbehaves on some items
+    if "spider" in instruction:
+        raise RuntimeError("out of memory")  # the server answers HTTP 500
+    if "Moon" in instruction:
+        return 7, "a seven out of five!"  # out of range: unusable, not a 5
+    if "ocean" in instruction:
+        time.sleep(1.5)  # slower than the client will wait
+    return ec.mock_judge(instruction, prediction, reference)
+
+
+# %% [markdown]
+# Retries are logged as warnings (below, on stderr). The short timeout and backoff keep the demonstration
+# quick. Against a hosted API, keep the defaults: a 30 s timeout and backoff from 0.5 s. This server is needed in one
+# cell only, so a `with` block starts it and stops it when the block ends, even if the block fails.
+
+# %%
+with ec.JudgeServer(judge_fn=unreliable_judge) as flaky_server:
+    flaky = ec.HTTPJudge(flaky_server.url, flaky_server.model, timeout=0.5, max_retries=2,
+                               backoff=0.05)
+    shaky = ec.judge_eval(model, tok, fx["judge"], judge_fn=flaky)
+print(flaky.stats)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+unscored = pd.DataFrame(shaky.extras["unscored"])
+unscored["instruction"] = [fx["judge"][i][0] for i in unscored["index"]]
+unscored
+
+# %% [markdown]
+# Each failure carries its reason: the 500 after two retries, the timeout after two retries, and the 7,
+# which was not retried because asking again at temperature 0 would give the same answer. None of them
+# became a number. The value is the mean over the 17 examples that were scored, and the report says so
+# in its `n` column. Its 95% CI column is a bootstrap over those 17 scored examples only: it describes
+# how much the mean of the examples we *have* would move under resampling, and it knows nothing about
+# the three that failed.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+scored = [r["score"] for r in shaky.per_example if r["score"] is not None]
+assert all(shaky.per_example[i]["score"] is None for i in unscored["index"])
+n_left = len(fx["judge"]) - len(unscored)  # every example the broken judge did not fail on
+assert len(unscored) == 3, f"expected the 3 broken items unscored, got {len(unscored)}"
+assert len(scored) == n_left, f"expected {n_left} scored examples, got {len(scored)}"
+assert abs(shaky.value - sum(scored) / len(scored)) < 1e-12
+assert shaky.extras["n"] == n_left, f"expected the report's n to count the {n_left} scored, got {shaky.extras['n']}"
+assert shaky.extras["ci95"][0] < shaky.value < shaky.extras["ci95"][1]
+print(ec.aggregate([shaky]).table(worst=0))
+
+# %% [markdown]
+# Evaluation frameworks disagree about what to do with a judgement they cannot parse. Each line below
+# was checked in the framework's own file:
+#
+# - **dropped**: FastChat's MT-Bench code turns it into -1 (`fastchat/llm_judge/common.py`,
+#   `run_judge_single`), and `fastchat/llm_judge/show_result.py` drops every -1 before the mean,
+#   without reporting how many;
+# - **scored 0, kept in the mean**: G-Eval's code (`meta_eval_summeval.py`, `parse_output`) and
+#   lighteval's MT-Bench task (`src/lighteval/tasks/tasks/mt_bench/main.py`, `process_judge_response`);
+# - **the lowest score, kept in the mean**: OpenAI's evals (`evals/elsuite/modelgraded/classify_utils.py`,
+#   `get_choice_score` gives `__invalid__` the minimum), which also count it (`counts/__invalid__` in
+#   `classify.py`);
+# - **wrong, then unscored**: Inspect's `model_graded_qa` (`src/inspect_ai/scorer/_model.py`) returned
+#   `Score(value=INCORRECT, explanation="Grade not found in model output: ...")` up to inspect-ai
+#   0.3.244, scoring the failure as a wrong answer. Since 0.3.245 (pull request #4048) it returns
+#   `Score.unscored(...)`, which its metrics skip, and 0.3.285 still does.
+#
+# evalcore records the failure as unscored and reports the count. The policies that turn a failure
+# into a number are written out below, **wrong on purpose**, so that you can see how far they move
+# the value. On this 1-5 scale, "wrong" (old Inspect) and "the lowest score" (OpenAI's evals) are the
+# same move: a failure counts as 1.
+
+# %% tags=["live"]
+# Two wrong policies: count each failure as 1, or as 0, in a mean over all 20; compare with shaky.value
+# BUGGY ON PURPOSE: two policies that turn a failure into a number
+as_lowest = sum(r["score"] or 1 for r in shaky.per_example) / len(shaky.per_example)
+as_zero = sum(r["score"] or 0 for r in shaky.per_example) / len(shaky.per_example)
+# the correct value is evalcore's: the mean over the scored examples, reported as 17/20
+policies = {"no failures\n(direct)": direct.value, "unscored, 17/20\n(evalcore)": shaky.value,
+            "failure = 1\n(lowest score)": as_lowest, "failure = 0\n(below the scale)": as_zero}
+assert as_zero < as_lowest < shaky.value
+lost = {i: direct.per_example[i]["score"] for i in unscored["index"]}  # what the failed items scored directly
+print("direct scores of the failed items:", lost)
+assert lost == {4: 5, 7: 3, 11: 2} and shaky.value < direct.value, lost  # the only exact match was lost
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 4))
+bars = ax.bar(list(policies), list(policies.values()), color=["tab:gray", "tab:green", "tab:red", "tab:red"])
+ax.bar_label(bars, fmt="%.3f")
+ax.set(ylabel="judge value (mean score, 1-5)", ylim=(0, 3),
+       title="Three failed judgements: how each policy moves the judge's value")
+plt.show()
+
+# %% [markdown]
+# The unscored value (1.706, 95% CI [1.294, 2.118]) is not "the truth" either. It is the mean over a
+# different set of examples, which is why the report carries the 17/20 beside it. Here it is *lower*
+# than the direct 1.95 (95% CI [1.5, 2.45]), because one of the three failures (example 4, the spider)
+# was the model's only exact match: which items fail decides which way the value moves. The gap, 0.24,
+# lies well inside both intervals, so it says nothing about the model's quality. Nor is it sampling
+# noise: both values come from the same answers and the same judge, and the gap is exactly what
+# losing items 4, 7 and 11 does. An interval measures the noise of sampling examples, not the bias
+# of losing particular ones. When failures are rare and unrelated to answer quality, dropping
+# them is close to harmless. When they cluster on hard items (or, as here, hit an easy one), the count
+# warns you. A failure scored as 1 or 0 hides that warning inside the number.
+#
+# ## 3. A cache, so re-running costs nothing
+#
+# The judge caches each verdict on disk, keyed by a SHA-256 hash of (base URL, model, prompt).
+# Failures are never cached. Evaluating again makes no request at all:
+
+# %%
+before = dict(judge.stats)
+again = ec.judge_eval(model, tok, fx["judge"], judge_fn=judge)
+print("before:", before)
+print("after: ", judge.stats)
+assert judge.stats["requests"] == before["requests"]  # not one new request
+hits = judge.stats["cache_hits"] - before["cache_hits"]
+assert hits == len(fx["judge"]), f"expected one cache hit per example ({len(fx['judge'])}), got {hits}"
+assert again.value == over_http.value
+
+# %% [markdown]
+# ## 4. The API key stays out of everything you write
+#
+# The key comes from the `api_key` argument or from the `OPENAI_API_KEY` environment variable. It is sent
+# only as an `Authorization` header. It never appears in a record, a log line, the JSON report or an
+# exception message: even a careless server that echoes it back gets it replaced by `[api key]`, and the
+# judge's repr only says whether a key is set:
+
+# %%
+keyed = ec.HTTPJudge(server.url, server.model, api_key="sk-demo-0000-not-a-real-key")
+keyed_result = ec.judge_eval(model, tok, fx["judge"][:3], judge_fn=keyed)
+written = json.dumps(ec.aggregate([keyed_result]).to_dict())
+print(keyed)
+assert "sk-demo" not in written + repr(keyed) + repr(keyed_result)
+
+# %% [markdown]
+# ## 5. Bias checks
+#
+# ### Verbosity: does padding move the score?
+#
+# `ec.verbosity_check` scores every answer twice, once as given and once with a sentence of filler
+# appended, and reports how far each score moved. For a judge that grades content only, padding should
+# change nothing. We run the check through the server, exactly as you would against a real endpoint:
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# Verbosity check: ec.verbosity_check(judge, over_http), then mean shift and the up/down/same counts
+padded = ec.verbosity_check(judge, over_http)
+print(repr(ec.VERBOSITY_FILLER))
+print(f"mean shift {padded['mean_shift']:.4g}: up {padded['up']}, down {padded['down']}, "
+      f"same {padded['same']} (of {padded['scored']})")
+assert padded["up"] == 0, f"expected no score to rise with padding, got {padded['up']}"  # never rewarded
+
+
+# %% [markdown]
+# The mock judge is our control. It never rewards padding, but it is not blind to it either: padding
+# *costs* points. The filler's words are not in the reference, so token F1's precision falls, and an
+# exact match stops being one. LLM judges tend to err the other way: the MT-Bench paper (Zheng et al.
+# 2023, arXiv:2306.05685) lists *verbosity bias* among the judge biases it examines. (A figure often
+# quoted from it, that a "repetitive list" attack fooled GPT-3.5 91% of the time, is unverified here:
+# we have it only from a secondary summary.) Here is a judge with that bias, **biased on purpose**,
+# served over the same API:
+
+# %%
+def wordy_judge(instruction, prediction, reference):
+    # BIASED ON PURPOSE: the mock judge, plus a point for every 40 characters of answer
+    score, why = ec.mock_judge(instruction, prediction, reference)
+    return min(5, score + len(prediction) // 40), why + "; and it is thorough"
+
+
+if "wordy_server" in globals():  # a re-run: stop the server the earlier run started
+    wordy_server.stop()
+wordy_server = ec.JudgeServer(judge_fn=wordy_judge, model="wordy-judge").start()  # used until section 5 ends
+wordy = ec.HTTPJudge(wordy_server.url, wordy_server.model)
+
+# %%
+# NBVAL_CHECK_OUTPUT
+wordy_padded = ec.verbosity_check(wordy, over_http)
+print(f"mean shift: mock judge {padded['mean_shift']:.4g}, wordy judge {wordy_padded['mean_shift']:.4g}")
+assert wordy_padded["mean_shift"] > 0 > padded["mean_shift"]
+
+# %%
+shifts = pd.DataFrame({"mock judge": pd.Series([r["shift"] for r in padded["rows"]]).value_counts(),
+                       "wordy judge": pd.Series([r["shift"] for r in wordy_padded["rows"]]).value_counts()})
+shifts = shifts.fillna(0).sort_index()
+ax = shifts.plot.bar(figsize=(8, 4), rot=0, color=["tab:blue", "tab:orange"])
+ax.set(xlabel="score(padded answer) - score(answer)", ylabel="number of answers",
+       title="Padding an answer with filler: the mock judge penalises it, the wordy judge rewards it")
+plt.show()
+
+# %% [markdown]
+# ### Agreement with exact match and token F1
+#
+# Call an answer a pass when the judge gives it 4 or more, and compare those verdicts with exact match
+# and with token F1 ≥ 0.5 on the same answers. `ec.judge_metric_agreement` reports Cohen's kappa:
+# agreement corrected for the agreement you'd expect by chance, where 1 is perfect and 0 is no better
+# than chance. It also gives the raw agreement and the confusion table.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+agree = ec.judge_metric_agreement(over_http, pass_score=4, f1_pass=0.5)
+# confusion[judge][metric], 0 = fail, 1 = pass: 5 answers pass F1 >= 0.5 yet the judge gives them a 3
+assert agree["exact_match"]["confusion"] == [[19, 0], [0, 1]], agree["exact_match"]["confusion"]
+assert agree["token_f1"]["confusion"] == [[14, 5], [0, 1]], agree["token_f1"]["confusion"]
+pd.DataFrame([{"metric": metric, "kappa": round(a["kappa"], 4), "agreement": round(a["agreement"], 4),
+               "n": a["n"]} for metric, a in agree.items()]).set_index("metric")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(8, 4))
+for ax, (metric, a) in zip(axes, agree.items()):
+    ax.imshow(a["confusion"], cmap="Blues", vmin=0, vmax=a["n"])
+    for i in range(2):
+        for j in range(2):
+            v = a["confusion"][i][j]
+            colour = "white" if v > a["n"] / 2 else "black"
+            ax.text(j, i, v, ha="center", va="center", fontsize=14, color=colour)
+    ax.set(xticks=[0, 1], xticklabels=["fail", "pass"], yticks=[0, 1], yticklabels=["fail", "pass"],
+           xlabel=metric, ylabel="judge (score >= 4)", title=f"{metric}: kappa {a['kappa']:.2f}")
+fig.suptitle("The mock judge's pass/fail against exact match and token F1")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Against exact match the mock judge agrees perfectly: the shipped model's near-misses never reach
+# F1 0.8, so a 4 or 5 here always means an exact match. Against F1 ≥ 0.5 it is stricter: five answers
+# pass F1 and still get a 3. That is why kappa is only 0.22 although 15 of the 20 verdicts agree: with
+# a single pass on the judge's side, most of that agreement is what chance would give. Neither result
+# tells you the judge is *right*. Kappa measures agreement, not correctness. A real judge deserves the
+# same table against a few dozen labels a person wrote.
+#
+# ### Two judges
+#
+# `ec.judge_pair_agreement` compares two judges on the examples both of them scored:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+wordy_result = ec.judge_eval(model, tok, fx["judge"], judge_fn=wordy)
+pair = ec.judge_pair_agreement(over_http, wordy_result)
+print(f"kappa {pair['kappa']:.4g}, pass/fail agreement {pair['agreement']:.4g}, "
+      f"same score {pair['same_score']:.4g}, on {pair['n']}/{pair['total']}")
+n_same = round(pair["same_score"] * pair["n"])
+assert pair["n"] == len(fx["judge"]), f"expected both judges to score all {len(fx['judge'])}, got {pair['n']}"
+assert n_same == 16, f"expected 16 answers with the same score, got {n_same}"  # 4 scored differently
+
+# %% [markdown]
+# The two judges agree on pass or fail for every answer (kappa 1), yet they give different scores to 4
+# answers in 20. A pass/fail kappa can hide disagreement lower down the scale, so look at both figures.
+#
+# ## 6. Pointing it at a real endpoint
+#
+# Only the URL and the model name change. Run these yourself. They are not executed here, because the
+# notebook must run offline. The base URLs follow each server's own docs: vLLM's
+# `docs/serving/openai_compatible_server.md` (`http://localhost:8000/v1`), Ollama's `docs/openai.md`
+# (`http://localhost:11434/v1`), and llama.cpp's `tools/server/README.md` (OpenAI-compatible chat
+# completions under `/v1`, on the port you pass).
+#
+# ```python
+# # vLLM:              vllm serve Qwen/Qwen2.5-7B-Instruct   (serves http://localhost:8000/v1)
+# judge = ec.HTTPJudge("http://localhost:8000/v1", "Qwen/Qwen2.5-7B-Instruct", cache_dir="judge-cache")
+# # Ollama:            ollama serve; ollama pull llama3.1
+# judge = ec.HTTPJudge("http://localhost:11434/v1", "llama3.1", cache_dir="judge-cache")
+# # llama.cpp:         llama-server -m model.gguf --port 8080
+# judge = ec.HTTPJudge("http://localhost:8080/v1", "local", cache_dir="judge-cache")
+# # a hosted API: the key comes from the environment, never from the notebook's text
+# #   export OPENAI_API_KEY=...   (in the shell that starts Jupyter)
+# judge = ec.HTTPJudge("https://api.openai.com/v1", "gpt-4o-mini", cache_dir="judge-cache")
+#
+# result = ec.judge_eval(model, tok, fx["judge"], judge_fn=judge)
+# print(result.extras["scored"], "/", result.extras["total"], result.extras["unscored"])
+# print(ec.verbosity_check(judge, result)["mean_shift"])          # a length bias?
+# print(ec.judge_pair_agreement(direct, result))                   # agreement with the mock judge
+# ```
+#
+# A 7B model may wrap its JSON in prose or a code fence. The parser accepts that. If it answers with a
+# score outside 1-5, the example is unscored, and the count tells you how often that happened.
+#
+# Finally, delete the temporary cache and stop the two servers that outlived their cells. The `finally`
+# stops them even if a step before it fails. (If the kernel dies instead, its daemon threads die with it.)
+
+# %%
+try:
+    for j in (judge, flaky, keyed, wordy):
+        j.close()
+    shutil.rmtree(cache_dir)
+finally:
+    for s in (server, wordy_server):
+        s.stop()
+
+# %% [markdown]
+# ## Summary
+#
+# **What this lesson established**
+#
+# - `ec.HTTPJudge(base_url, model)` speaks the OpenAI-compatible chat-completions API and has
+#   `mock_judge`'s signature, so `judge_eval(..., judge_fn=...)` works unchanged. The mock judge
+#   served by `ec.JudgeServer` (or `python evalcore.py serve-judge --port N`) gave exactly the direct
+#   values: 1.95 (95% CI [1.5, 2.45]), 20/20.
+# - 429, 5xx, timeouts and dropped connections are retried with exponential backoff, jitter and
+#   `Retry-After`. After the last retry, or for an unusable reply, the example is **unscored** with its
+#   reason. Three failures gave 1.706 (95% CI [1.294, 2.118]) over 17/20, below the direct 1.95
+#   because one of them was the only exact match. Scoring them as 1 would have given 1.6, and as 0,
+#   1.45. The report prints the value, its interval and the scored/total count side by side.
+# - The cache made the second run cost 0 requests (20 hits). The API key never reached a record, the
+#   JSON or a repr.
+# - Verbosity: padding moved the mock judge by -0.7 on average (it penalises filler, never rewards it).
+#   A judge biased on purpose moved by +1.3.
+# - Pass/fail agreement of the mock judge (score ≥ 4): kappa 1.0 with exact match, 0.2187 with
+#   F1 ≥ 0.5. The wordy judge agrees with it on pass/fail for all 20 answers but gives the same score
+#   to only 16.
+#
+# **What it did not establish**
+#
+# - Anything about a real LLM judge: every judge here is the mock one, or the mock one broken or
+#   biased on purpose. The bias checks are the method; their numbers describe our stand-ins.
+# - That the judge is *right*: kappa measures agreement, and with a single pass on the judge's side,
+#   0.2187 against F1 rests on one answer in 20.
+# - That the model got worse when three judgements failed: the 0.24 gap between 1.706 and 1.95 lies
+#   inside both intervals, and it comes from *which* items failed, which no interval can show.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a code cell. Write your code where the stub says and run the cell: its last lines
+# check your answer. The servers above are stopped, so each exercise starts (and stops) its own.
+
+# %% [markdown]
+# ### Exercise 1: Rate limiting
+#
+# Write a tiny server that answers the first request with HTTP 429 and the header `Retry-After: 1`,
+# and every later one with a proper chat-completions reply holding a verdict. Point
+# `ec.HTTPJudge` at it, store the judge in `patient`, and its verdict on `(q, preds[1], ref)`
+# in `patient_verdict`. The judge should have waited at least the second the server asked for:
+# `patient.waits[0] >= 1`. Stop the server when you are done, even if a step fails.
+#
+# *Hint:* `tests/test_http_judge.py` has a scripted `BaseHTTPRequestHandler`. Bind a
+# `ThreadingHTTPServer` to `("127.0.0.1", 0)`, run its `serve_forever` in a daemon thread, and read
+# the port from `server_port`. The judge's base URL ends in `/v1`.
+
+# %%
+# Exercise 1: store the HTTP judge that met a 429 in `patient` and its verdict in `patient_verdict`.
+### BEGIN SOLUTION
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class RateLimitedHandler(BaseHTTPRequestHandler):
+    # the first request gets HTTP 429 with Retry-After: 1, every later one a fixed verdict of 4
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.hits += 1
+        if self.server.hits == 1:
+            status, headers, body = 429, {"Retry-After": "1"}, {"error": {"message": "slow down"}}
+        else:
+            content = json.dumps({"score": 4, "rationale": "a fixed verdict"})
+            status, headers = 200, {}
+            body = {"object": "chat.completion", "model": "limited", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in {**headers, "Content-Type": "application/json",
+                            "Content-Length": str(len(data))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+limited = ThreadingHTTPServer(("127.0.0.1", 0), RateLimitedHandler)
+limited.hits = 0
+threading.Thread(target=limited.serve_forever, daemon=True).start()
+try:
+    patient = ec.HTTPJudge(f"http://127.0.0.1:{limited.server_port}/v1", "limited")
+    patient_verdict = patient(q, preds[1], ref)
+    patient.close()
+finally:
+    limited.shutdown()
+    limited.server_close()
+print(patient_verdict, patient.waits, patient.stats)
+### END SOLUTION
+assert patient.waits, f"expected the judge to wait before a retry; it never waited (stats {patient.stats})"
+assert patient.waits[0] >= 1, f"expected the first wait to honour Retry-After: 1 (at least 1 s); got {patient.waits[0]:.3g} s"
+assert patient.stats["requests"] >= 2, f"expected the 429, then a second request; got {patient.stats}"
+assert patient_verdict[0] in range(1, 6), f"expected a verdict with a score from 1 to 5; got {patient_verdict!r}"
+
+# %% [markdown]
+# ### Exercise 2: A stricter pass
+#
+# Store `ec.judge_metric_agreement(direct, pass_score=5)` in `strict`, and the number of answers in
+# `direct` that the mock judge scores 5 in `n_five`. Why is kappa with exact match exactly 1 for the
+# mock judge, whatever the answers (as long as some pass and some fail; otherwise kappa is undefined)?
+#
+# *Hint:* read `ec.mock_judge`'s first line.
+
+# %%
+# Exercise 2: store the agreement at pass_score=5 in `strict` and the number of 5s in `direct` in `n_five`.
+### BEGIN SOLUTION
+strict = ec.judge_metric_agreement(direct, pass_score=5)
+n_five = sum(r["score"] == 5 for r in direct.per_example)
+print(f"{n_five} fives; kappa with exact match {strict['exact_match']['kappa']}")
+### END SOLUTION
+em_table = strict["exact_match"]["confusion"]  # [judge][exact match], 0 = fail, 1 = pass
+assert strict["exact_match"]["kappa"] == 1.0, f"expected perfect agreement with exact match at pass_score=5; got {strict['exact_match']['kappa']}"
+assert n_five == sum(em_table[1]), f"expected n_five to count the answers the judge passes at 5; got {n_five}"
+assert em_table[0][1] == em_table[1][0] == 0, f"expected no answer to pass one and fail the other; got {em_table}"
+
+# %% [markdown] tags=["solution"]
+# `mock_judge` returns 5 exactly when `exact_match` holds: its first line checks exact match, and
+# every later branch returns at most 4. So "score ≥ 5" *is* exact match, the two pass/fail labels are
+# identical, and kappa is 1 on any answers with at least one pass and one fail. At `pass_score=4` the
+# same held here only because no near miss reached F1 0.8; that is a fact about these answers, not
+# about the judge.
+
+# %% [markdown]
+# ### Exercise 3: Pad harder
+#
+# Store `ec.verbosity_check(ec.mock_judge, direct, times=3)` in `harder`. Does the mean shift grow
+# compared with one sentence of filler (`padded`), and does any score go up?
+#
+# *Hint:* F1's precision is shared tokens / predicted tokens.
+
+# %%
+# Exercise 3: store the verbosity check with three sentences of filler in `harder`.
+### BEGIN SOLUTION
+harder = ec.verbosity_check(ec.mock_judge, direct, times=3)
+print(f"mean shift {padded['mean_shift']:.4g} with one filler sentence, {harder['mean_shift']:.4g} "
+      f"with three; up {harder['up']}, down {harder['down']}")
+### END SOLUTION
+assert harder["total"] == len(direct.per_example), f"expected every answer in `direct` checked; got {harder['total']}"
+assert harder["mean_shift"] < padded["mean_shift"], f"expected more filler to cost more than one sentence did; got mean shift {harder['mean_shift']:.4g}"
+assert harder["up"] == 0, f"expected padding never to raise a score; {harder['up']} went up"
+
+# %% [markdown] tags=["solution"]
+# Three sentences cost more than one, and no score goes up. Padding adds predicted tokens that are not
+# in the reference, so F1's precision, shared tokens / predicted tokens, falls further with each
+# sentence, and an exact match stops being one at the first. The mock judge reads its score off F1,
+# so it can only move down. A real judge with a verbosity bias would show the opposite sign.
+
+# %% [markdown]
+# ### Exercise 4: Your own endpoint
+#
+# Rehearse section 6 offline. Write a judge of your own (for example one point more generous than
+# `ec.mock_judge`, capped at 5), serve it with `ec.JudgeServer(judge_fn=..., model=...)` in a `with`
+# block, and point `HTTPJudge` at it with a temporary `cache_dir`. Store the judge in `my_judge`,
+# its `judge_eval` result in `mine`, its verbosity check in `mine_padded`, and its agreement with the
+# mock judge (`ec.judge_pair_agreement(direct, mine)`) in `mine_pair`. Is it length-biased? How many
+# examples end up unscored? With a real local model, only the URL and the model name change.
+#
+# *Hint:* set `cache_dir` so that re-runs are free, and keep `max_retries` small while you experiment.
+
+# %%
+# Exercise 4: store your HTTP judge in `my_judge` and its eval, verbosity check and agreement with `direct` in `mine`, `mine_padded` and `mine_pair`.
+### BEGIN SOLUTION
+def generous_judge(instruction, prediction, reference):
+    # the mock judge, one point kinder (at most 5)
+    score, why = ec.mock_judge(instruction, prediction, reference)
+    return min(5, score + 1), why + "; and one point for effort"
+
+
+my_cache = tempfile.mkdtemp(prefix="my-judge-cache-")
+try:
+    with ec.JudgeServer(judge_fn=generous_judge, model="generous-judge") as my_server:
+        with ec.HTTPJudge(my_server.url, my_server.model, cache_dir=my_cache, max_retries=1) as my_judge:
+            mine = ec.judge_eval(model, tok, fx["judge"], judge_fn=my_judge)
+            mine_padded = ec.verbosity_check(my_judge, mine)
+    mine_pair = ec.judge_pair_agreement(direct, mine)
+finally:
+    shutil.rmtree(my_cache)
+print(f"{mine.extras['scored']}/{mine.extras['total']} scored, mean shift {mine_padded['mean_shift']:.4g}, "
+      f"kappa with the mock judge {mine_pair['kappa']:.4g}, same score {mine_pair['same_score']:.4g}")
+### END SOLUTION
+total = len(fx["judge"])
+assert isinstance(my_judge, ec.HTTPJudge) and my_judge.stats["calls"] >= total, (
+    f"expected an HTTP judge from HTTPJudge that judged every example; got {my_judge!r}")
+assert mine.extras["total"] == total and mine.extras["scored"] + len(mine.extras["unscored"]) == total, (
+    f"expected every example either scored or unscored with a reason; got {mine.extras['scored']}/{mine.extras['total']}")
+assert mine_padded["total"] == total and {"mean_shift", "up", "down"} <= set(mine_padded), (
+    f"expected a verbosity check of every answer; got keys {sorted(mine_padded)}")
+assert mine_pair["n"] <= mine.extras["scored"] and "kappa" in mine_pair, (
+    f"expected an agreement on the examples both judges scored; got {mine_pair}")
+
+# %% [markdown] tags=["solution"]
+# The generous judge scores all 20 answers (none unscored), and padding still only costs points (a
+# mean shift of -0.65): one point of kindness does not make a judge length-biased, because its score
+# still comes from F1. It gives the mock judge's exact score to one answer in 20, the exact match that
+# stays a 5, and its pass/fail kappa with the mock judge is 0.22: the five 3s it turns into 4s now
+# pass. Against a real model, expect some replies that cannot be parsed, and a positive mean shift if
+# it rewards length.

@@ -1,0 +1,976 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 11 · A real model: the tokenizer is part of the metric
+#
+# Every lesson so far evaluated TinyGPT, whose tokens are bytes. A model from the Hugging Face hub
+# comes with its own tokenizer, and several of the numbers we have learnt to compute quietly depend on
+# it. This lesson loads a Hugging Face model exactly as you would load one from the hub, runs the
+# course's evals on it beside TinyGPT, and sorts the numbers into those that can be compared across
+# tokenizers and those that cannot.
+#
+# The model is the course's own, because nothing can be downloaded here: a GPT-2 (transformers'
+# `GPT2LMHeadModel`) of TinyGPT's size, with a byte-level BPE tokenizer of 512 tokens trained with the
+# `tokenizers` library, both trained on the same text as TinyGPT. It ships in
+# `checkpoints/tinygpt2-bpe`, saved with `save_pretrained`. The last section shows the two lines to
+# change to run everything on a real hub model at home.
+#
+# **What you will learn**
+#
+# - how `ec.load_hf` and `ec.wrap_hf` put any transformers causal LM and its tokenizer behind the
+#   interface every eval uses, and two traps the wrapper removes (a raw model returns an output object,
+#   not logits; a freshly built model is in train mode);
+# - why **perplexity per token cannot be compared across tokenizers**, and why **bits per byte** (the
+#   quantity lm-evaluation-harness reports as `bits_per_byte`) can;
+# - the pitfall in its plainest form: the same predictions, counted per token or per byte, give
+#   perplexities an order of magnitude apart, and two models swap places when the unit changes;
+# - what a **BOS** token changes: one more scored token per text, and an expensive one;
+# - exact match, token F1 and the judge on a model with another prompt format, and how little 20 items
+#   can separate;
+# - multiple-choice scoring by log-likelihood: **acc** and **acc_norm** (per character, as
+#   lm-evaluation-harness defines it), and why they disagree when they do.
+#
+# **Time needed:** about 35 minutes.
+#
+# **Builds on:** lesson 01 (perplexity, the next-token shift, no BOS, rolling windows), lessons 02–04
+# (exact match, token F1, the mock judge) and lesson 07 (log-likelihoods of multiple-choice answers).
+# Nothing is trained here: both models load in seconds.
+
+# %% [markdown]
+# ## Setup
+#
+# TinyGPT and its byte tokenizer load as in every lesson. The BPE GPT-2 loads through `ec.load_hf`,
+# the call you would make with a hub name; given the course's folder, it first checks every file's
+# SHA-256 against the folder's manifest. PyTorch runs on one thread: on a small shared machine that is
+# much faster than the default.
+
+# %%
+import json
+import math
+import re
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+import transformers
+
+import evalcore as ec
+
+torch.set_num_threads(1)  # two shared cores: one thread is far faster for models this small
+pd.set_option("display.width", 120)
+
+model, tok = ec.load_pretrained(), ec.InstructionTokenizer()  # TinyGPT: one token per byte
+hf_model, hf_tok = ec.load_hf(ec.HF_CHECKPOINT_DIR)  # at home: ec.load_hf("gpt2")
+fx = ec.load_fixtures()
+texts = fx["lm"]
+
+# %%
+# NBVAL_CHECK_OUTPUT
+tiny_info = json.loads(ec.CHECKPOINT_PATH.with_suffix(".json").read_text(encoding="utf-8"))
+hf_info = ec.check_hf_folder(ec.HF_CHECKPOINT_DIR)  # the manifest, every SHA-256 checked again
+cfg = hf_model.hf.config
+models = pd.DataFrame({
+    "TinyGPT": [model.config.n_layer, model.config.d_model, model.config.max_len, tok.vocab_size,
+                model.num_params(), tiny_info["steps"]],
+    "BPE GPT-2": [cfg.n_layer, cfg.n_embd, hf_model.config.max_len, hf_tok.vocab_size,
+                  hf_model.hf.num_parameters(), hf_info["steps"]]},
+    index=["layers", "width", "context (tokens)", "vocabulary", "parameters", "training steps"])
+print(models.to_string())
+
+# %% [markdown]
+# The two models have the same shape: 4 layers, width 128, 256 positions. The BPE model has 32,384
+# more parameters, exactly the extra rows of its embedding table, (512 − 259) × 128. Both were trained
+# on the same text, packed into full windows of 256 tokens, with dropout 0.1 and the same one-cycle
+# schedule, but not for the same number of steps: section 4 comes back to that.
+
+# %%
+extra = hf_model.hf.num_parameters() - model.num_params()
+assert extra == (hf_tok.vocab_size - tok.vocab_size) * cfg.n_embd == 32_384, f"expected 32,384 extra parameters, got {extra}"
+assert (cfg.n_layer, cfg.n_embd, cfg.n_positions) == (model.config.n_layer, model.config.d_model,
+                                                      model.config.max_len)
+
+# %% [markdown]
+# ## 1. Behind the wrapper
+#
+# `ec.load_hf(name_or_path)` calls transformers' `AutoModelForCausalLM.from_pretrained` and
+# `AutoTokenizer.from_pretrained`, then `ec.wrap_hf(hf_model, hf_tokenizer, add_bos=False)`, which
+# returns the pair every eval takes:
+#
+# - `model`, an `ec.HFCausalLM`: `model(ids)` gives logits `(B, T, V)` in eval mode, `model.hf` is the
+#   raw transformers model and `model.config.max_len` its context (the evals' default window);
+# - `tok`, an `ec.HFTokenizer`: `encode`, `decode` and the prompt methods the evals call, with
+#   `tok.hf` the raw tokenizer, `bos_ids`, `eos_id` and `pad_id`. A tokenizer with a chat template
+#   builds prompts with it; this one has none, so prompts use `ec.PLAIN_PROMPT`, and
+#   `tok.prompt_format` says which.
+
+# %%
+print(f"{type(hf_model).__name__} around {type(hf_model.hf).__name__}; "
+      f"{type(hf_tok).__name__} around {type(hf_tok.hf).__name__}")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(f"eos_id {hf_tok.eos_id} ({hf_tok.hf.eos_token!r}), pad_id {hf_tok.pad_id}, "
+      f"bos_ids {hf_tok.bos_ids}, prompt_format {hf_tok.prompt_format!r}")
+print("BPE GPT-2 prompt:", repr(hf_tok.decode(hf_tok.encode_prompt("Which planet is red?"))))
+print("TinyGPT prompt  :", tok.encode_prompt("Hi?"), "= INST, the bytes of 'Hi?', RESP")
+text = texts[7]
+print(f"{text!r} as TinyGPT tokens:", [tok.decode([i]) for i in tok.encode(text)])
+print(f"{text!r} as BPE tokens    :", [hf_tok.decode([i]) for i in hf_tok.encode(text)])
+
+# %% [markdown]
+# The one special token of this tokenizer, `<|endoftext|>` (id 0), is its EOS and its padding; as with
+# GPT-2's, it also serves as BOS, but only when we ask for one (section 5). "Mars is red." is 12 tokens for TinyGPT and 5 for
+# the BPE model: a frequent word with the space before it (" is", " red") is a single BPE token.
+#
+# ### Two traps the wrapper removes
+#
+# **A raw transformers model is not an evalcore model.** Called on ids it returns an output object
+# whose `.logits` holds the tensor. Passing it straight to an eval is a common slip; evalcore refuses
+# it rather than guessing, and says what to do:
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# The slip: pass the raw hf_model.hf to ec.perplexity_eval, catch the ValueError and print it
+try:
+    ec.perplexity_eval(hf_model.hf, hf_tok, [text])  # the raw GPT2LMHeadModel: a mistake
+except ValueError as e:
+    print(e)
+
+
+# %% [markdown]
+# **A model you build or have just trained is in train mode.** `from_pretrained` hands back a model
+# in eval mode, but one constructed in code, or left by a training loop, has dropout switched on (this
+# config has dropout 0.1): every forward pass draws a new dropout mask, so the same text gets a
+# different loss each time. Here is a freshly built GPT-2 with our config and random weights, before and after
+# `ec.wrap_hf`:
+
+# %%
+def next_token_loss(hf, ids):
+    # Mean NLL of tokens 1..T-1 given the ones before: the shift of lesson 01, on the raw model.
+    return float(F.cross_entropy(hf(input_ids=ids).logits[0, :-1], ids[0, 1:]))
+
+
+torch.manual_seed(0)
+fresh = transformers.GPT2LMHeadModel(hf_model.hf.config)  # random weights: nothing is trained
+ids = torch.tensor([hf_tok.encode(texts[0])])
+with torch.no_grad():
+    built = fresh.training
+    noisy = [next_token_loss(fresh, ids) for _ in range(2)]
+    fresh_model, _ = ec.wrap_hf(fresh, hf_tok.hf)
+    clean = [next_token_loss(fresh, ids) for _ in range(2)]
+print(f"built fresh: training={built}, two losses {noisy[0]:.4g} and {noisy[1]:.4g}")
+print(f"wrapped    : training={fresh_model.hf.training}, two losses {clean[0]:.4g} and {clean[1]:.4g}")
+assert built and not fresh_model.hf.training
+assert noisy[0] != noisy[1] and clean[0] == clean[1]
+
+# %% [markdown]
+# Even if someone puts the inner model back in train mode, every evalcore eval runs it in eval mode
+# and then restores the mode it found, so the number does not depend on that state:
+
+# %%
+fresh.train()  # as a training loop would leave it
+ppl_while_training = ec.perplexity_eval(fresh_model, hf_tok, [texts[0]]).value
+assert fresh.training  # restored as it was found
+assert abs(math.log(ppl_while_training) - clean[0]) < 1e-5  # the eval-mode loss
+print(f"perplexity {ppl_while_training:.4g} = exp(eval-mode loss {clean[0]:.4g})")
+
+# %% [markdown]
+# ## 2. The same texts, two tokenizers
+#
+# We evaluate both models on the 20 held-out texts of lesson 01. TinyGPT spends one token on every
+# UTF-8 byte. The BPE tokenizer merges frequent byte sequences into single tokens:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+counts = pd.DataFrame({"bytes": [len(t.encode("utf-8")) for t in texts],
+                       "TinyGPT tokens": [len(tok.encode(t)) for t in texts],
+                       "BPE tokens": [len(hf_tok.encode(t)) for t in texts]})
+counts["bytes per BPE token"] = counts["bytes"] / counts["BPE tokens"]
+print(counts.to_string(float_format=lambda v: f"{v:.3g}"))
+total = counts[["bytes", "TinyGPT tokens", "BPE tokens"]].sum()
+ratio = total["bytes"] / total["BPE tokens"]
+print(f"all 20: {total['bytes']} bytes = {total['TinyGPT tokens']} TinyGPT tokens = "
+      f"{total['BPE tokens']} BPE tokens ({ratio:.3g} bytes per BPE token)")
+assert (counts["TinyGPT tokens"] == counts["bytes"]).all()  # one byte, one token
+
+# %%
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [2, 1]})
+pos = np.arange(len(texts))
+ax1.bar(pos - 0.2, counts["TinyGPT tokens"], width=0.4, label="TinyGPT (bytes)")
+ax1.bar(pos + 0.2, counts["BPE tokens"], width=0.4, label="BPE GPT-2")
+ax1.set(yscale="log", xticks=pos, xlabel="text", ylabel="tokens (log scale)",
+        title="Tokens per text: the same 20 texts")
+ax1.legend()
+ax2.hist(counts["bytes per BPE token"], bins=8, color="tab:orange", edgecolor="black")
+ax2.axvline(ratio, color="black", ls="--", label=f"all texts: {ratio:.2f}")
+ax2.set(xlabel="bytes per BPE token", ylabel="texts", title="How much a BPE token carries")
+ax2.legend()
+fig.tight_layout()
+plt.show()
+
+# %%
+spread = counts["bytes per BPE token"]
+print(f"bytes per BPE token: {spread.min():.3g} (text {spread.idxmin()}) to {spread.max():.3g}; "
+      f"text 15 as BPE tokens: {[hf_tok.decode([i]) for i in hf_tok.encode(texts[15])]}")
+assert spread.idxmin() == 15 and spread.min() < 1.5 and 3 < spread.max() < 3.5
+
+# %% [markdown]
+# A BPE token carries 2.55 bytes of these texts on average, and 2 to 3.2 bytes in all texts but one:
+# "Owls hoot." (text 15) is cut almost letter by letter, as "hoot" never occurs in the training text
+# and few capitalised words got merges. The long text 19 shows what that does to a context of 256
+# tokens: its 748 bytes are almost three of TinyGPT's contexts, while its 259 BPE tokens nearly fit in
+# one. The tokenizer decides how much text fits in "the same" context.
+
+# %% [markdown]
+# ## 3. Perplexity per token, and bits per byte
+#
+# Both models through the same call, `ec.perplexity_eval`, with the same texts and each model's own
+# context as the window. Besides the perplexity, its `extras` give bits per token, the total number of
+# UTF-8 bytes, and **bits per byte**: the total NLL in bits over the total bytes of the texts, every
+# byte counted, as lm-evaluation-harness counts them for its `bits_per_byte`.
+
+# %% tags=["live"]
+# Both models through ec.perplexity_eval; headline() picks bits per token and per byte from extras
+res_tiny = ec.perplexity_eval(model, tok, texts)
+res_bpe = ec.perplexity_eval(hf_model, hf_tok, texts)
+
+
+def headline(res):
+    x = res.extras
+    return {"perplexity per token": res.value, "scored tokens": x["total_tokens"],
+            "bits per token": x["bits_per_token"], "total bytes": x["total_bytes"],
+            "bits per byte": x["bits_per_byte"]}
+
+
+def show(table):
+    return table.map(lambda v: f"{v:.4g}" if isinstance(v, float) else v).to_string()
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ppl_table = pd.DataFrame({"TinyGPT": headline(res_tiny), "BPE GPT-2": headline(res_bpe)}).T
+print(show(ppl_table.astype(object)))
+
+# %% [markdown]
+# Per token, TinyGPT's perplexity is about 7 and the BPE model's about 64. That does **not** say TinyGPT
+# is nine times better: the two numbers are in different units. A BPE token carries about 2.5 bytes,
+# so each BPE prediction chooses among 512 multi-byte pieces, a harder guess than the next byte, and
+# there are fewer of them (688 predictions against 1,783). Perplexity per token mixes how good the
+# model is with how big its tokens are.
+#
+# Bits per byte removes the token from the denominator: both models spend their bits on the same
+# 1,803 bytes. Bits per token times scored tokens and bits per byte times bytes are the same total;
+# only the division differs:
+
+# %%
+for res in (res_tiny, res_bpe):
+    ex = res.extras
+    assert abs(ex["bits_per_byte"] - ex["total_nll"] / math.log(2) / ex["total_bytes"]) < 1e-12
+    assert abs(ex["bits_per_token"] * ex["total_tokens"] - ex["bits_per_byte"] * ex["total_bytes"]) < 1e-6
+assert res_tiny.extras["total_bytes"] == res_bpe.extras["total_bytes"] == total["bytes"]
+assert res_tiny.value < res_bpe.value  # per token, TinyGPT looks better...
+assert res_bpe.extras["bits_per_byte"] < res_tiny.extras["bits_per_byte"]  # ...per byte, it is not
+
+# %%
+names, colours = ["TinyGPT", "BPE GPT-2"], ["tab:blue", "tab:orange"]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+for ax, key, title in [(ax1, "perplexity per token", "Perplexity per token: NOT comparable"),
+                       (ax2, "bits per byte", "Bits per byte: comparable")]:
+    values = ppl_table[key].astype(float)
+    ax.bar(names, values, color=colours)
+    for i, v in enumerate(values):
+        ax.text(i, v, f"{v:.3g}", ha="center", va="bottom")
+    ax.set(ylabel=f"{key} (lower is better)", title=title)
+fig.suptitle("The same 20 texts, the same kind of model, two tokenizers")
+fig.tight_layout()
+plt.show()
+
+
+# %% [markdown]
+# Per byte, the BPE model is ahead: 2.29 bits against 2.80. How far do 20 texts support that? Two
+# checks: per text, and a bootstrap that resamples the texts (in pairs: both models on the same
+# resampled set) to see how much the corpus gap moves with the choice of texts.
+
+# %%
+def text_bpb(res):
+    return np.array([r["nll"] / math.log(2) / r["n_bytes"] for r in res.per_example])
+
+
+def gap_per_byte(values, weights):
+    # b's corpus bits per byte minus a's on each resample of texts; columns nll_a, nll_b, bytes
+    diff = (weights * (values[:, 1] - values[:, 0])).sum(-1)
+    return diff / math.log(2) / (weights * values[:, 2]).sum(-1)
+
+
+def bpb_gap(a, b):
+    # the gap and its 95 % interval, both models on the same resampled texts (ec.bootstrap_ci)
+    rows = [[ra["nll"], rb["nll"], ra["n_bytes"]] for ra, rb in zip(a.per_example, b.per_example)]
+    gap = (b.extras["total_nll"] - a.extras["total_nll"]) / math.log(2) / a.extras["total_bytes"]
+    return (gap, *ec.bootstrap_ci(rows, statistic=gap_per_byte))
+
+
+# %%
+# NBVAL_CHECK_OUTPUT
+wins = int((text_bpb(res_bpe) < text_bpb(res_tiny)).sum())
+gap, lo, hi = bpb_gap(res_tiny, res_bpe)
+print(f"BPE GPT-2 has fewer bits per byte on {wins} of {len(texts)} texts")
+print(f"corpus gap {gap:+.4g} bits per byte, 95 % bootstrap interval [{lo:+.3g}, {hi:+.3g}]")
+assert wins == 17, f"expected the BPE model ahead on 17 texts, got {wins}"
+assert hi < 0  # no resampling of these texts closes the gap
+
+# %%
+fig, ax = plt.subplots(figsize=(5.5, 5))
+bt, bb = text_bpb(res_tiny), text_bpb(res_bpe)
+ax.scatter(bt, bb, s=18 + counts["bytes"] / 8, alpha=0.7)
+for i in np.flatnonzero(bb > bt):
+    ax.annotate(str(i), (bt[i], bb[i]), textcoords="offset points", xytext=(4, 4))
+top = max(bt.max(), bb.max()) + 0.2
+ax.plot([1, top], [1, top], "--", color="gray", label="equal")
+ax.set(xlim=(1, top), ylim=(1, top), xlabel="TinyGPT, bits per byte", ylabel="BPE GPT-2, bits per byte",
+       title="Per text (area ~ bytes): below the line, BPE is better")
+ax.legend(loc="upper left")
+plt.show()
+
+# %% [markdown]
+# On these texts the BPE GPT-2 predicts the bytes better: lower on 17 of 20 texts, and an interval
+# for the corpus gap that stays below zero. What this does **not** establish: the texts are 20 short
+# sentences (and one long paragraph) about the course's own small set of facts, so nothing follows
+# about text in general; each model is one training run from one seed; and section 4 shows the two
+# training budgets were not equal.
+#
+# **One more honest detail: the first token.** Neither model predicts the first token of a text here,
+# because no BOS token precedes it (lesson 01): TinyGPT's first byte, and the BPE model's first token,
+# are context only. Yet `bits_per_byte` divides by *all* the bytes. How many bytes go unscored, and
+# what would bits per byte be over the scored bytes alone?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+first = [hf_tok.decode(hf_tok.encode(t)[:1]) for t in texts]
+print("first BPE token of each text:", first)
+unscored = {"TinyGPT": len(texts), "BPE GPT-2": sum(len(f.encode("utf-8")) for f in first)}
+first_table = pd.DataFrame({
+    "bits per byte": [r.extras["bits_per_byte"] for r in (res_tiny, res_bpe)],
+    "unscored bytes": list(unscored.values()),
+    "bits per scored byte": [r.extras["total_nll"] / math.log(2) / (r.extras["total_bytes"] - n)
+                             for r, n in zip((res_tiny, res_bpe), unscored.values())]}, index=names)
+print(show(first_table.astype(object)))
+
+# %%
+single = sum(len(f) == 1 for f in first)
+shift = first_table["bits per scored byte"] - first_table["bits per byte"]
+assert single == 18 and unscored["BPE GPT-2"] == 27, f"expected 18 one-letter first tokens and 27 unscored BPE bytes, got {single} and {unscored['BPE GPT-2']}"
+assert shift.max() < 0.05 and shift.max() < abs(gap) / 10  # each moves by under a tenth of the gap
+
+# %% [markdown]
+# With a hub tokenizer the first token of a text is often a whole word, and a model without BOS gets
+# several bytes free per text. Here the tokenizer learnt few merges that start with a capital letter:
+# 18 of the 20 texts begin with a one-letter token ("M" of "Mars"), so the BPE model skips 27 bytes in
+# all against TinyGPT's 20. Counting only the scored bytes moves each model's bits per byte by about
+# 0.03, under a tenth of the 0.51 gap between them. Section 5 removes the skip altogether with a BOS token.
+
+# %% [markdown]
+# ## 4. The pitfall: a different tokenizer "improves" perplexity
+#
+# **(a) One model, one set of predictions, two numbers.** The BPE model's 688 predictions have one
+# total NLL. Divided per token it is a perplexity of about 64; divided per byte (2 to the power of the
+# bits per byte: the perplexity of an average byte) it is under 5. Nothing about the model differs,
+# only the unit:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+xb = res_bpe.extras
+per_byte = 2 ** xb["bits_per_byte"]
+print(f"total NLL {xb['total_nll']:.4g} nats; {xb['total_tokens']} scored tokens; {xb['total_bytes']} bytes")
+print(f"perplexity per token           : {res_bpe.value:.4g}")
+print(f"per byte (2 ** bits_per_byte)  : {per_byte:.4g}")
+print(f"ratio                          : {res_bpe.value / per_byte:.4g}")
+
+# %% [markdown]
+# The two are tied by the bytes per token: perplexity per token is the per-byte perplexity raised to
+# the power (bytes / scored tokens), here 1803 / 688 ≈ 2.6. The finer the tokenizer, the smaller the
+# exponent, and the lower the per-token perplexity of the very same predictions.
+
+# %%
+assert abs(per_byte ** (xb["total_bytes"] / xb["total_tokens"]) / res_bpe.value - 1) < 1e-9
+assert res_bpe.value / per_byte > 10  # an order of magnitude from the unit alone
+
+
+# %% [markdown]
+# **(b) Two models of one family, two tokenizers.** TinyGPT and the BPE GPT-2 have the same shape,
+# the same training text, the same full-context windows, dropout and schedule. What differs is the
+# tokenizer and what comes with it: the training Q&A in each model's own prompt format, an EOS
+# between statements instead of a space, and the training budget. The recipe counts it in steps of
+# 16 windows of 256 *tokens* (the batch size of `ec.train_tinygpt` and `ec.train_hf_model`); the BPE
+# model trained for 300 steps, TinyGPT for 600, and a BPE token carries more text. In bytes of
+# training text:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def bytes_per_token(t, seqs):
+    return sum(len(t.decode(s).encode("utf-8")) for s in seqs) / sum(map(len, seqs))
+
+
+bpe_seqs = [s for g in ec.training_groups(hf_tok, after_statement=[hf_tok.eos_id]) for s in g]
+budget = pd.DataFrame({"steps": [tiny_info["steps"], hf_info["steps"]],
+                       "tokens per step": [16 * 256, 16 * 256],
+                       "bytes per token": [bytes_per_token(tok, ec.training_sequences(tok)),
+                                           bytes_per_token(hf_tok, bpe_seqs)]}, index=names)
+budget["bytes seen (millions)"] = budget.prod(axis=1) / 1e6
+print(show(budget.astype(object)))
+
+# %% [markdown]
+# TinyGPT's training sequences hold a few special tokens (INST, RESP, PAD) that are not bytes, so its
+# tokens carry slightly under one byte each. The BPE model read about 1.4 times as many bytes of
+# training text. So this is not a clean experiment on the tokenizer alone: some of the BPE model's
+# lead in bits per byte may come from the larger budget. It is still a fair test of the *metric*,
+# because we can now put both numbers side by side:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rank = ppl_table[["perplexity per token", "bits per byte"]].astype(float)
+print(rank.to_string(float_format=lambda v: f"{v:.4g}"))
+better = {unit: rank[unit].idxmin() for unit in rank}
+print("lower is better ->", better)
+assert budget.loc["BPE GPT-2", "bytes seen (millions)"] > budget.loc["TinyGPT", "bytes seen (millions)"]
+assert better == {"perplexity per token": "TinyGPT", "bits per byte": "BPE GPT-2"}
+
+# %% [markdown]
+# Per-token perplexity ranks TinyGPT first by a factor of nine; bits per byte ranks the BPE model
+# first. The byte model "wins" on perplexity simply because its unit is smaller. That is the pitfall:
+# **perplexity is only comparable between models that share one tokenizer**. A table of per-token
+# perplexities across model families with different vocabularies compares tokenizers as much as
+# models. Compare across tokenizers with a tokenizer-free denominator: bits per byte (or per
+# character, or per word, exercise 4), and say which one.
+
+# %% [markdown]
+# ## 5. BOS or no BOS: what the first token costs
+#
+# evalcore prepends nothing to a text by default (`tok.bos_ids == ()`), so the first token is context
+# and never predicted. lm-evaluation-harness always scores from a prefix token: the tokenizer's BOS,
+# else its EOS (`get_rolling_token_windows(..., prefix_token=...)` in `lm_eval/utils.py`), so every
+# token of a text is predicted, the first one included. `ec.wrap_hf(..., add_bos=True)` does the same,
+# with GPT-2's convention that EOS doubles as BOS. The model is the same object; only the tokenizer
+# wrapper changes:
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# BOS: re-wrap with ec.wrap_hf(hf_model.hf, hf_tok.hf, add_bos=True) and evaluate the same texts
+_, hf_tok_bos = ec.wrap_hf(hf_model.hf, hf_tok.hf, add_bos=True)
+res_bos = ec.perplexity_eval(hf_model, hf_tok_bos, texts)
+print(f"bos_ids {hf_tok_bos.bos_ids} = the EOS id {hf_tok_bos.eos_id}; extras['bos'] is {res_bos.extras['bos']}")
+bos_table = pd.DataFrame({"no BOS": headline(res_bpe), "BOS": headline(res_bos)}).T
+print(show(bos_table.astype(object)))
+
+# %%
+assert res_bos.extras["total_tokens"] == res_bpe.extras["total_tokens"] + len(texts)  # one per text
+assert all(b["n_tokens"] == a["n_tokens"] + 1 for a, b in zip(res_bpe.per_example, res_bos.per_example))
+assert res_bos.extras["bits_per_byte"] > res_bpe.extras["bits_per_byte"]
+
+# %% [markdown]
+# One more scored token per text, 20 in all, and bits per byte rises from 2.29 to 2.41. The added
+# tokens are expensive: each first token is predicted from the BOS alone, with no word of the text to
+# go on.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+first_nll = np.array([r["token_nll"][0] for r in res_bos.per_example])
+rest_nll = np.concatenate([r["token_nll"][1:] for r in res_bos.per_example])
+print(f"first token: mean NLL {first_nll.mean():.4g} nats (from {first_nll.min():.3g} to {first_nll.max():.4g})")
+print(f"other tokens: mean NLL {rest_nll.mean():.4g} nats;  a uniform guess: ln 512 = {math.log(512):.4g}")
+added = first_nll.sum() / math.log(2) / res_bos.extras["total_bytes"]
+moved = (rest_nll.sum() - res_bpe.extras["total_nll"]) / math.log(2) / res_bos.extras["total_bytes"]
+print(f"bits per byte {res_bpe.extras['bits_per_byte']:.4g} -> {res_bos.extras['bits_per_byte']:.4g}: "
+      f"{added:+.4g} from the first tokens, {moved:+.4g} from the others")
+assert first_nll.mean() > rest_nll.mean() + 1  # over a nat dearer than an average token
+assert abs(res_bpe.extras["bits_per_byte"] + added + moved - res_bos.extras["bits_per_byte"]) < 1e-9
+
+# %%
+rest_by_text = [np.mean(r["token_nll"][1:]) for r in res_bos.per_example]
+fig, ax = plt.subplots(figsize=(9, 4))
+ax.bar(pos, first_nll, color="tab:orange", label="first token, predicted from BOS alone")
+ax.plot(pos, rest_by_text, "o", color="tab:blue", label="mean of the text's other tokens")
+ax.axhline(math.log(512), color="gray", ls="--", label="uniform over 512 tokens (ln 512)")
+ax.set(xticks=pos, xlabel="text", ylabel="NLL (nats)", ylim=(0, 14.5),
+       title="What the first token costs (BPE GPT-2 with BOS)")
+ax.legend(loc="upper center", ncol=3, fontsize=8)
+plt.show()
+
+# %% [markdown]
+# The first tokens cost about 5.9 nats on average, not far below a uniform guess among 512 tokens
+# (6.24), against about 4.2 for the other tokens. They account for most of the change in bits per
+# byte (+0.094); the rest (+0.02) comes from the other tokens, which now sit one position later with
+# the BOS in their context, and move up on some texts and down on others.
+#
+# Which convention is right? Neither is wrong, but they are different metrics: with BOS, the number
+# includes the cost of starting a text; without, the first token is free, and a tokenizer whose first
+# token is long gets more free bytes. lm-evaluation-harness's `bits_per_byte` uses the prefix token.
+# Whichever you use, report it (evalcore keeps it in `extras["bos"]`), and do not compare a number
+# with BOS against one without.
+#
+# TinyGPT cannot do the same: its vocabulary has no BOS-like token it was trained to start texts
+# after. So the harness-style BPE number now scores every byte while TinyGPT still skips 20. Does the
+# BPE model's lead survive this comparison, tilted against it?
+
+# %%
+# NBVAL_CHECK_OUTPUT
+wins_bos = int((text_bpb(res_bos) < text_bpb(res_tiny)).sum())
+gap_bos, lo_bos, hi_bos = bpb_gap(res_tiny, res_bos)
+print(f"BPE GPT-2 with BOS has fewer bits per byte on {wins_bos} of {len(texts)} texts")
+print(f"corpus gap {gap_bos:+.4g} bits per byte, 95 % bootstrap interval [{lo_bos:+.3g}, {hi_bos:+.3g}]")
+assert wins_bos == 14, f"expected the BPE model with BOS ahead on 14 texts, got {wins_bos}"
+assert hi_bos < 0 and gap < gap_bos  # smaller, still below zero
+
+# %% [markdown]
+# It does: the gap shrinks from about −0.51 to −0.40 bits per byte, the BPE model is ahead on 14 texts
+# instead of 17, and the interval still stays below zero. On these texts, then, the ranking by bits
+# per byte does not hinge on the BOS convention; the size of the gap does.
+
+# %% [markdown]
+# ## 6. Exact match, token F1 and the judge on the BPE model
+#
+# The generation evals need nothing new: `generate` decodes greedily through the wrapper (one prompt
+# at a time, without a KV cache, for any model that is not TinyGPT), and each result records how its
+# prompts were built in `extras["prompt_format"]`. TinyGPT's prompts are `INST question RESP`
+# ("inst_resp"); the BPE model has no chat template, so its prompts are `ec.PLAIN_PROMPT`,
+# `"Question: ...\nAnswer:"` ("plain"), the format its training Q&A used.
+
+# %%
+pairs = {"EM": ("em", ec.exact_match_eval), "F1": ("f1", ec.token_f1_eval), "judge": ("judge", ec.judge_eval)}
+runs = {name: {metric: run(m, t, fx[key]) for metric, (key, run) in pairs.items()}
+        for name, (m, t) in {"TinyGPT": (model, tok), "BPE GPT-2": (hf_model, hf_tok)}.items()}
+
+# %%
+# NBVAL_CHECK_OUTPUT
+gen_table = pd.DataFrame({name: {**{metric: r.value for metric, r in res.items()},
+                                 "prompt_format": res["EM"].extras["prompt_format"]}
+                          for name, res in runs.items()}).T
+print(show(gen_table.astype(object)))
+assert gen_table["prompt_format"].tolist() == ["inst_resp", "plain"]
+
+
+# %% [markdown]
+# A few answers side by side (a line break in an answer is shown as ⏎):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def clip(text, n=44):
+    text = text.replace("\n", " ⏎ ")
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def answers(metric, rows):
+    recs = {name: runs[name][metric].per_example for name in runs}
+    return pd.DataFrame({"question": [r["instruction"] for r in recs["TinyGPT"]],
+                         **{name: [clip(r["prediction"]) for r in recs[name]] for name in recs},
+                         "reference": [r["reference"] for r in recs["TinyGPT"]]}).iloc[rows]
+
+
+print(answers("EM", [0, 1, 2, 5, 6, 13]).to_string())
+
+# %% [markdown]
+# Two habits show. TinyGPT spells byte by byte, and some of its slips are single letters ("degres"
+# for "degrees"). The BPE model writes in larger pieces, and it sometimes runs on past its answer into
+# another `Question: ... Answer:`: in its training stream each answer ends with an EOS and another
+# question follows, so when it misses the EOS it carries on. Both habits can be counted over all 60
+# answers of the three evals: words that never occur in the training text (misspellings, glued
+# pieces), and answers that contain `Question:`.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+known = {w for s in ec.training_sequences(tok) for w in re.findall(r"[a-z]+", tok.decode(s).lower())}
+known |= set(re.findall(r"[a-z]+", ec.PLAIN_PROMPT.lower()))  # "question", "answer"
+habits = {}
+for name in runs:
+    preds = [r["prediction"] for res in runs[name].values() for r in res.per_example]
+    words = [w for p in preds for w in re.findall(r"[a-z]+", p.lower())]
+    unknown = [w for w in words if w not in known]
+    habits[name] = {"answers": len(preds), "words": len(words), "not in training text": len(unknown),
+                    "share": len(unknown) / len(words), "contain 'Question:'": sum("Question:" in p for p in preds)}
+    print(f"{name:<9}: e.g. {sorted(set(unknown))[:8]}")
+habits = pd.DataFrame(habits).T
+print(show(habits.astype(object)))
+assert habits.loc["TinyGPT", "share"] > 2 * habits.loc["BPE GPT-2", "share"]
+assert habits.loc["TinyGPT", "contain 'Question:'"] == 0 < habits.loc["BPE GPT-2", "contain 'Question:'"], (
+    f"expected run-on answers from the BPE model only, got {habits.iloc[:, -1].to_dict()}")
+
+# %% [markdown]
+# A third of TinyGPT's words (31 %) never occur in the training text, against 5 % of the BPE model's;
+# 7 of the BPE model's 60 answers run on into another question, and none of TinyGPT's. Both are
+# effects of the tokenizer on generation, and neither is visible in a single score.
+#
+# Now the honest question: are the differences in the table real? Each eval has 20 items, and both
+# models answered the same items, so we count, item by item, where the BPE model scores higher,
+# lower or the same, and apply a sign test (under "no difference", each non-tied item is a fair coin):
+
+# %%
+rows = []
+for metric in pairs:
+    a = np.array([r["score"] for r in runs["TinyGPT"][metric].per_example])
+    b = np.array([r["score"] for r in runs["BPE GPT-2"][metric].per_example])
+    up, down = int((b > a).sum()), int((b < a).sum())
+    rows.append({"eval": metric, "BPE higher": up, "BPE lower": down, "tied": len(a) - up - down,
+                 "sign test p": ec.mcnemar_exact(down, up)})  # the exact binomial test
+paired = pd.DataFrame(rows).set_index("eval")
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(paired.to_string(float_format=lambda v: f"{v:.3g}"))
+assert paired.loc["EM", "BPE higher"] == paired.loc["EM", "BPE lower"] == 2, paired.loc["EM"].tolist()
+assert paired.loc["F1", "BPE higher"] == paired.loc["F1", "BPE lower"] == 7, paired.loc["F1"].tolist()
+assert (paired.loc["judge", "BPE higher"], paired.loc["judge", "BPE lower"]) == (11, 2), paired.loc["judge"].tolist()
+assert paired.loc["judge", "sign test p"] < 0.05 < 3 * paired.loc["judge", "sign test p"]
+
+# %% [markdown]
+# - **Exact match:** 6 of 20 for both, and they differ on only 4 items, 2 each way. Nothing to see.
+# - **Token F1:** 0.298 against 0.301; higher on 7 items, lower on 7. Level.
+# - **Judge:** 1.95 against 2.95; the BPE model scores higher on 11 items and lower on 2 (p ≈ 0.02).
+#   That is more than a couple of answers, but keep it in proportion: it is one test out of three (the
+#   Bonferroni-corrected p, 3 × 0.0225 ≈ 0.07, is above 0.05), one set of 20 questions, and a mock
+#   judge built from EM and F1 against whole-sentence references. The item-level view shows where it comes from:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+judged = answers("judge", slice(None))
+judged["TinyGPT score"] = [r["score"] for r in runs["TinyGPT"]["judge"].per_example]
+judged["BPE score"] = [r["score"] for r in runs["BPE GPT-2"]["judge"].per_example]
+fives = judged[judged["BPE score"] == 5]
+print(fives[["TinyGPT", "TinyGPT score", "BPE GPT-2", "BPE score"]].to_string())
+print(f"score 5: TinyGPT {int((judged['TinyGPT score'] == 5).sum())}, BPE GPT-2 {len(fives)}")
+assert len(fives) == 6 and (judged["TinyGPT score"] == 5).sum() == 1, f"expected 6 and 1 answers scored 5, got {len(fives)} and {(judged['TinyGPT score'] == 5).sum()}"
+
+# %% [markdown]
+# Six of the BPE model's answers match a whole reference sentence exactly ("Bees make honey."), where
+# TinyGPT's answers to the same questions are shorter ("Paris", "Mars"), misspelt ("Bes make
+# honey.", "A weeek has haseven days.") or babble. It is a real pattern on this set, and a plausible
+# effect of the tokenizer on generation, but 20 items from one fixture cannot tell how far it
+# generalises.
+
+# %% [markdown]
+# ## 7. Multiple choice by log-likelihood: acc and acc_norm
+#
+# Lesson 07 scored each choice of a multiple-choice item by its log-likelihood after the prompt
+# (teacher forcing, with the token that closes the answer: PAD for TinyGPT, EOS here).
+# `ec.choice_accuracy(items, logliks)` turns those scores into two accuracies, as lm-evaluation-harness
+# defines them in `lm_eval/api/task.py`:
+#
+# - **acc** picks the choice with the highest log-likelihood;
+# - **acc_norm** picks the highest log-likelihood *per character* of the choice:
+#   `completion_len = np.array([float(len(i)) for i in choices])`, `pred_norm = np.argmax(lls / completion_len)`.
+#
+# `ec.choice_logliks` works on the wrapped model unchanged: the BPE tokenizer builds the plain prompt
+# and scores `" " + choice` and the EOS.
+
+# %%
+items = ec.multiple_choice_items()
+logliks = {"TinyGPT": ec.choice_logliks(model, tok, items),
+           "BPE GPT-2": ec.choice_logliks(hf_model, hf_tok, items)}
+mc = {name: ec.choice_accuracy(items, ll) for name, ll in logliks.items()}
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mc_table = pd.DataFrame({name: {"acc": r.value, "acc_norm": r.extras["acc_norm"],
+                                "items": r.extras["n_items"], "acc and acc_norm disagree": r.extras["disagreements"]}
+                         for name, r in mc.items()}).T
+print(show(mc_table.astype(object)))
+assert mc["TinyGPT"].value == mc["BPE GPT-2"].value == 0.55  # 11 of 20 each
+
+# %% [markdown]
+# Both models pick the gold answer on 11 of 20 items by acc (chance is 5 of 20); by acc_norm TinyGPT
+# gets 9 and the BPE model 10. Differences of one or two items out of 20 are noise: on this test the
+# two models are level. The interesting part is where acc and acc_norm disagree:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+rows = []
+for name, res in mc.items():
+    for it, rec, lls in zip(items, res.per_example, logliks[name]):
+        if rec["pred"] != rec["pred_norm"]:
+            acc_pick, norm_pick = it["choices"][rec["pred"]], it["choices"][rec["pred_norm"]]
+            rows.append({"model": name, "question": it["question"][:34], "gold": it["choices"][it["gold"]],
+                         "acc picks": f"{acc_pick} ({lls[rec['pred']]:.3g})",
+                         "acc_norm picks": f"{norm_pick} ({lls[rec['pred_norm']]:.3g})",
+                         "outcome": ("acc_norm right" if rec["score_norm"] else
+                                     "acc right" if rec["score"] else "both wrong")})
+disagree = pd.DataFrame(rows)
+print(disagree.to_string(index=False))
+
+# %% [markdown]
+# (Each pick shows its log-likelihood in nats.) Every time the two disagree, acc_norm picks the
+# **longer** choice. That is not a coincidence. Log-likelihoods are negative; if acc prefers choice
+# *i* (higher log-likelihood, |ℓᵢ| < |ℓⱼ|) but acc_norm prefers *j* (|ℓⱼ| / lenⱼ < |ℓᵢ| / lenᵢ), then
+# lenⱼ > lenᵢ · |ℓⱼ| / |ℓᵢ| > lenᵢ.
+#
+# Raw log-likelihood makes a long choice pay for every token it has: "Pacific Ocean" costs the BPE
+# model 2.2 nats against 1.6 for the wrong "Jupiter", though after "Pacific" the word "Ocean" is
+# nearly free. Dividing by the length fixes that: in the two items acc_norm rescues ("Pacific Ocean",
+# "A tadpole") the gold is the longer choice. It backfires in five: a one-character gold like "8" or
+# "7" is divided by 1 (and carries the cost of the token that closes it), while a long distractor
+# such as "0 degrees Celsius" spreads its cost over 17 characters, so acc_norm prefers it to the
+# right number; "At night" loses to "About one month" the same way. On this test acc_norm loses more items than it gains.
+
+# %%
+for name, res in mc.items():
+    for it, rec in zip(items, res.per_example):
+        if rec["pred"] != rec["pred_norm"]:
+            assert len(it["choices"][rec["pred_norm"]]) > len(it["choices"][rec["pred"]])
+gained = disagree[disagree["outcome"] == "acc_norm right"]
+lost = disagree[disagree["outcome"] == "acc right"]
+assert sorted(gained["gold"]) == ["A tadpole", "Pacific Ocean"], gained["gold"].tolist()
+assert sorted(set(lost["gold"])) == ["7", "8", "At night"], lost["gold"].tolist()
+print(f"acc_norm gains {len(gained)} items and loses {len(lost)} "
+      f"({len(disagree) - len(gained) - len(lost)} disagreements are wrong either way)")
+
+# %% [markdown]
+# So neither is "the" accuracy: acc favours short choices and acc_norm long ones, and which one a
+# benchmark reports changes its numbers. Report which (lm-evaluation-harness reports both, and
+# evalcore's log-likelihoods also include the closing token, so its numbers are not exactly the
+# harness's). Per-character normalisation has one property worth keeping: characters are the same
+# under every tokenizer, so acc_norm does not depend on how a model splits the choices. Normalising
+# per *token* would (exercise 2).
+
+# %% [markdown]
+# ## 8. Run it on a real hub model at home
+#
+# Nothing in this lesson is specific to the course's folder. With a network connection, change the
+# loading line and run the notebook again:
+#
+# ```python
+# hf_model, hf_tok = ec.load_hf("gpt2")                          # GPT-2 small, 124M parameters
+# hf_model, hf_tok = ec.load_hf("HuggingFaceTB/SmolLM2-135M")    # a more recent small model
+# hf_model, hf_tok = ec.load_hf("gpt2", device="cuda")           # on a GPU, if you have one
+# ```
+#
+# What to expect:
+#
+# - **A download** on first use, cached by transformers afterwards: about half a gigabyte for `gpt2`,
+#   roughly 270 MB for SmolLM2-135M.
+# - **Slower on CPU**: these models have over a hundred times TinyGPT's parameters. Perplexity on 20
+#   texts still takes seconds; the generation evals decode one prompt at a time without a cache and
+#   take minutes. `device="cuda"` moves the model to a GPU (evalcore moves the inputs to the model's
+#   device).
+# - **A longer context**: `max_len` defaults to the model's own (1,024 tokens for `gpt2`), so the
+#   rolling windows of lesson 01 change with the model.
+# - **Another prompt format**: GPT-2's tokenizer has no chat template, so prompts are plain, as here.
+#   SmolLM2's tokenizer ships a chat template, so `ec.HFTokenizer` builds prompts with it, and
+#   `tok.prompt_format` and every generation result's `extras["prompt_format"]` say
+#   `"chat_template"`. A base model asked through a chat template may answer poorly; that is part of
+#   what you measure, so report the format.
+# - **The same rules for comparing**: per-token perplexity of `gpt2` (a vocabulary of 50,257) against
+#   TinyGPT's or SmolLM2's is meaningless; bits per byte, on the same texts with the same BOS
+#   convention, is the number to compare. Use `add_bos=True` to match lm-evaluation-harness.
+#
+# The cells above do not run a hub model: CI has no network, and every cell of a lesson must run there.
+
+# %% [markdown]
+# ## Summary
+#
+# - `ec.load_hf(name_or_path)` loads any transformers causal LM and its tokenizer and wraps them with
+#   `ec.wrap_hf`: every eval then runs unchanged. The wrapper refuses a raw model with a `ValueError`
+#   that says to wrap it, and evaluates in eval mode even if the model was left in train mode.
+# - The course's BPE GPT-2 has TinyGPT's shape and training text; its tokenizer packs about 2.5 bytes
+#   into a token, so the same 1,803 bytes are 1,783 TinyGPT predictions but 688 BPE predictions.
+# - **Perplexity per token is not comparable across tokenizers.** TinyGPT 7.13, BPE GPT-2 64.0: the
+#   byte model looks nine times better. **Bits per byte** (total bits over total UTF-8 bytes, the
+#   harness's `bits_per_byte`) is comparable: TinyGPT 2.80, BPE GPT-2 2.29, the opposite ranking.
+#   The same BPE predictions are a perplexity of 64.0 per token and 4.89 per byte.
+# - On these 20 texts the BPE model is ahead per byte (17 of 20 texts; a bootstrap interval of the gap
+#   below zero), but it also read about 1.4 times as many bytes in training, and 20 texts about one
+#   small world say nothing about text in general.
+# - **BOS:** with `add_bos=True` (lm-evaluation-harness's choice: always a prefix token, BOS else EOS)
+#   each text gains one scored token, predicted from BOS alone at about 5.9 nats against 4.2 for the
+#   others; bits per byte rises from 2.29 to 2.41. Without BOS, the first token (here 27 bytes in all,
+#   TinyGPT 20) is free. The BPE model's lead holds under both conventions (14 of 20 texts with BOS).
+#   Report the convention.
+# - **Generation evals** ("plain" prompts for the BPE model, "inst_resp" for TinyGPT): EM 0.30 each
+#   and F1 0.30 each, level; the judge 1.95 against 2.95, higher on 11 items and lower on 2 (mostly
+#   whole-sentence answers matching whole-sentence references), a pattern 20 items cannot show to
+#   generalise. TinyGPT misspells more (31 % of its words are not in the training text, against 5 %);
+#   the BPE model runs on into another question in 7 of 60 answers.
+# - **Multiple choice:** acc 0.55 for both; acc_norm 0.45 and 0.50. When acc and acc_norm disagree,
+#   acc_norm always picks the longer choice: it rescues long gold answers ("Pacific Ocean", "A
+#   tadpole") and loses short ones ("8", "7", "At night"), 2 items gained against 5 lost here.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has one code cell. Write your code where the stub says and run the cell; its last
+# lines check your answer and say what they expected if it is wrong.
+
+# %% [markdown]
+# ### Exercise 1: Uniform models over two vocabularies
+#
+# A model that knows nothing gives every token the same logit. Derive by hand its bits per byte on
+# the 20 texts under TinyGPT's 259 tokens and under the BPE vocabulary of 512, then check with
+# evalcore (a "model" `lambda ids: torch.zeros(*ids.shape, V)`). Which one looks better, and what does
+# that say about where part of a BPE model's bits-per-byte advantage comes from?
+#
+# *Hint:* log₂ V bits per scored token; you know the scored tokens and the bytes (`res_tiny.extras`,
+# `res_bpe.extras`).
+
+# %%
+# Exercise 1: store the hand-derived bits per byte in `by_hand` (keys "TinyGPT", "BPE GPT-2") and the name of the uniform model that looks better in `looks_better`.
+### BEGIN SOLUTION
+n_tok = {"TinyGPT": res_tiny.extras["total_tokens"], "BPE GPT-2": res_bpe.extras["total_tokens"]}
+n_bytes = res_tiny.extras["total_bytes"]
+by_hand = {"TinyGPT": math.log2(tok.vocab_size) * n_tok["TinyGPT"] / n_bytes,
+           "BPE GPT-2": math.log2(hf_tok.vocab_size) * n_tok["BPE GPT-2"] / n_bytes}
+uniform = {"TinyGPT": ec.perplexity_eval(lambda ids: torch.zeros(*ids.shape, tok.vocab_size), tok, texts),
+           "BPE GPT-2": ec.perplexity_eval(lambda ids: torch.zeros(*ids.shape, hf_tok.vocab_size), hf_tok, texts)}
+for name in names:
+    trained = ppl_table.loc[name, "bits per byte"]
+    print(f"{name:<9}: uniform {by_hand[name]:.4g} bits per byte (evalcore "
+          f"{uniform[name].extras['bits_per_byte']:.4g}), trained {trained:.4g}")
+looks_better = min(by_hand, key=by_hand.get)
+print("the uniform model that looks better:", looks_better)
+### END SOLUTION
+assert set(by_hand) == set(names), f"expected the keys {names} in `by_hand`; got {sorted(by_hand)}"
+assert all(abs(by_hand[n] - ec.perplexity_eval(lambda ids, V=t.vocab_size: torch.zeros(*ids.shape, V), t, texts)
+               .extras["bits_per_byte"]) < 1e-6 for n, t in zip(names, (tok, hf_tok))), (
+    f"expected the bits per byte of a model giving every token the same logit, per tokenizer; got {by_hand}")
+assert looks_better == min(by_hand, key=by_hand.get), f"expected the name of the uniform model with fewer bits per byte; got {looks_better!r}"
+
+# %% [markdown] tags=["solution"]
+# A uniform model over 512 BPE tokens pays 9 bits per token, but its 688 scored tokens cover 1,803
+# bytes, about 2.6 each, so it costs only 3.43 bits per byte, against 7.93 for a uniform byte model.
+# The tokenizer itself has learnt something about the text (which byte sequences are frequent), and
+# that knowledge counts in bits per byte. So bits per byte compares whole systems, tokenizer included:
+# the right comparison for models, but not a measure of the network alone.
+
+# %% [markdown]
+# ### Exercise 2: Normalise by tokens instead of characters
+#
+# Compute acc_norm with each choice's log-likelihood divided by its number of scored tokens, for both
+# models, and compare with the per-character acc_norm. Why is per-token normalisation nearly the same
+# as per-character for TinyGPT, but not for the BPE model?
+#
+# *Hint:* `ec.completion_logliks(model, tok, questions, choices)` returns `(log-likelihood, tokens
+# scored)` pairs, the closing token included; `items` and `mc` are from section 7.
+
+# %%
+# Exercise 2: store the per-token accuracy in `acc_tok` and, per item, each choice's number of scored tokens in `n_scored` (both dicts with keys "TinyGPT", "BPE GPT-2").
+### BEGIN SOLUTION
+def acc_per_token(m, t):
+    flat = [(it["question"], c) for it in items for c in it["choices"]]
+    scored = iter(ec.completion_logliks(m, t, [q for q, _ in flat], [c for _, c in flat]))
+    hits, lengths = [], []
+    for it in items:
+        pairs_ = [next(scored) for _ in it["choices"]]
+        lengths.append([n for _, n in pairs_])
+        per_tok = [ll / n for ll, n in pairs_]
+        hits.append(per_tok.index(max(per_tok)) == it["gold"])
+    return float(np.mean(hits)), lengths
+
+
+acc_tok, n_scored, moved_items = {}, {}, {}
+for name, (m, t) in {"TinyGPT": (model, tok), "BPE GPT-2": (hf_model, hf_tok)}.items():
+    acc_tok[name], n_scored[name] = acc_per_token(m, t)
+    moved_items[name] = round(abs(acc_tok[name] - mc[name].extras["acc_norm"]) * len(items))
+    print(f"{name:<9}: acc {mc[name].value:.4g}  acc_norm (chars) {mc[name].extras['acc_norm']:.4g}  "
+          f"per token {acc_tok[name]:.4g}  ({moved_items[name]} item(s) apart)")
+# TinyGPT: one token per byte, plus the closing PAD
+assert all(n == len(c) + 1 for it, ns in zip(items, n_scored["TinyGPT"]) for c, n in zip(it["choices"], ns))
+print("'Pacific Ocean' as the BPE model scores it:",
+      [hf_tok.decode([i]) or hf_tok.hf.eos_token for i in hf_tok.encode_answer("Pacific Ocean")])
+### END SOLUTION
+assert set(acc_tok) == set(n_scored) == set(names), f"expected the keys {names}; got {sorted(acc_tok)} and {sorted(n_scored)}"
+assert all(n_scored[n] == [[len(t.encode_answer(c)) for c in it["choices"]] for it in items] for n, t in zip(names, (tok, hf_tok))), (
+    "expected, per item, the number of tokens completion_logliks scores for each choice (closing token included)")
+assert all(abs(acc_tok[n] - np.mean([np.argmax(np.array(ll) / np.array(k)) == it["gold"] for it, ll, k in zip(items, logliks[n], n_scored[n])])) < 1e-9
+           for n in names), f"expected the accuracy when each choice's log-likelihood is divided by its scored tokens; got {acc_tok}"
+
+# %% [markdown] tags=["solution"]
+# For TinyGPT a choice's tokens are its bytes plus the closing PAD, so dividing by tokens is dividing
+# by characters plus one; the accuracy moves by one item. For the BPE model thirteen characters of
+# "Pacific Ocean" are two tokens (three with the EOS), so per-token normalisation weighs choices quite
+# differently from per-character, and the result depends on the tokenizer. Here it moves by two items,
+# which on 20 items is no finding; the point is the dependence, and it is why lm-evaluation-harness
+# normalises by characters rather than by tokens.
+
+# %% [markdown]
+# ### Exercise 3: BOS on one short text
+#
+# For "Mars is red." (`texts[7]`), compute the BPE model's perplexity per token and bits per byte
+# without and with BOS, and the share of the total NLL with BOS that is the first token. Why can the
+# perplexity per token fall while bits per byte rises?
+#
+# *Hint:* `hf_tok_bos` from section 5; an eval's `per_example[0]["token_nll"]` lists the NLL of each
+# scored token.
+
+# %%
+# Exercise 3: store the perplexity per token in `ppl_short` and bits per byte in `bpb_short` (keys "no BOS", "BOS"), and the first token's share of the NLL with BOS in `first_share`.
+### BEGIN SOLUTION
+short = texts[7]
+one = {label: ec.perplexity_eval(hf_model, t, [short]) for label, t in [("no BOS", hf_tok), ("BOS", hf_tok_bos)]}
+ppl_short = {label: r.value for label, r in one.items()}
+bpb_short = {label: r.extras["bits_per_byte"] for label, r in one.items()}
+for label, r in one.items():
+    print(f"{label:<6}: {r.extras['total_tokens']} scored tokens, perplexity {r.value:.4g}, "
+          f"bits per byte {r.extras['bits_per_byte']:.4g}")
+first_share = one["BOS"].per_example[0]["token_nll"][0] / one["BOS"].extras["total_nll"]
+print(f"the first token ('M') is {first_share:.1%} of the total NLL with BOS")
+rest_bos = sum(one["BOS"].per_example[0]["token_nll"][1:])
+print(f"the other four tokens: {one['no BOS'].extras['total_nll']:.4g} nats without BOS, {rest_bos:.4g} with")
+assert rest_bos < one["no BOS"].extras["total_nll"]  # the other tokens got cheaper with the BOS
+assert one["BOS"].per_example[0]["token_nll"][0] > one["no BOS"].extras["mean_nll"]  # "M" > the old mean
+### END SOLUTION
+assert set(ppl_short) == set(bpb_short) == {"no BOS", "BOS"}, f"expected the keys 'no BOS' and 'BOS'; got {sorted(ppl_short)} and {sorted(bpb_short)}"
+assert all(abs(math.log(ppl_short[k]) - r["nll"] / r["n_tokens"]) < 1e-4 for k, r in [("no BOS", res_bpe.per_example[7]), ("BOS", res_bos.per_example[7])]), (
+    f"expected the BPE model's perplexity per token on texts[7], without and with BOS; got {ppl_short}")
+assert all(abs(bpb_short[k] - r["nll"] / math.log(2) / r["n_bytes"]) < 1e-4 for k, r in [("no BOS", res_bpe.per_example[7]), ("BOS", res_bos.per_example[7])]), (
+    f"expected the BPE model's bits per byte on texts[7], without and with BOS; got {bpb_short}")
+assert abs(first_share - res_bos.per_example[7]["token_nll"][0] / res_bos.per_example[7]["nll"]) < 1e-4, (
+    f"expected the first scored token's NLL over the text's total NLL, with BOS; got {first_share!r}")
+
+# %% [markdown] tags=["solution"]
+# With BOS, "Mars is red." costs more in total (the "M" alone is almost a quarter of it), and bits per
+# byte rises from 2.20 to 2.72. Yet perplexity per token *falls*, from 97 to 91. The "M" costs more
+# than the old average token, so on its own it would have raised the mean; but the other four tokens
+# got cheaper with the BOS in their context, and the larger total is now divided by five tokens
+# instead of four. Per-token perplexity can move against the total cost when the number of tokens
+# changes, one more reason to compare bits per byte, even for a single model.
+
+# %% [markdown]
+# ### Exercise 4: Perplexity per word
+#
+# lm-evaluation-harness also reports a word perplexity: exp(total NLL / number of words). Compute it
+# for both models on the 20 texts (words: `len(text.split())`). Does it rank them as bits per byte
+# does, and must it?
+#
+# *Hint:* both models divide the same kind of total by the same count.
+
+# %%
+# Exercise 4: store the word perplexities in `word_ppl` (keys "TinyGPT", "BPE GPT-2") and whether they rank the models as bits per byte does in `same_order`.
+### BEGIN SOLUTION
+n_words = sum(len(t.split()) for t in texts)
+word_ppl = {name: math.exp(r.extras["total_nll"] / n_words) for name, r in zip(names, (res_tiny, res_bpe))}
+print(f"{n_words} words: word perplexity " + ", ".join(f"{k} {v:,.0f}" for k, v in word_ppl.items()))
+same_order = min(word_ppl, key=word_ppl.get) == better["bits per byte"]
+for name, r in zip(names, (res_tiny, res_bpe)):  # word perplexity = 2 ** (bits per byte * bytes per word)
+    print(f"{name:<9}: log2 word perplexity {math.log2(word_ppl[name]):.4g} = "
+          f"{r.extras['bits_per_byte']:.4g} bits per byte x {r.extras['total_bytes'] / n_words:.4g} bytes per word")
+### END SOLUTION
+assert set(word_ppl) == set(names), f"expected the keys {names} in `word_ppl`; got {sorted(word_ppl)}"
+assert all(abs(math.log(word_ppl[n]) * sum(len(t.split()) for t in texts) / r.extras["total_nll"] - 1) < 1e-9
+           for n, r in zip(names, (res_tiny, res_bpe))), f"expected exp(total NLL / words) for each model; got {word_ppl}"
+assert same_order == (min(word_ppl, key=word_ppl.get) == better["bits per byte"]), (
+    f"expected True if word perplexity and bits per byte put the same model first, else False; got {same_order!r}")
+
+# %% [markdown] tags=["solution"]
+# It must rank them the same way: for both models it divides the total NLL by the same number of
+# words, just as bits per byte divides by the same number of bytes, so the two always agree on the
+# order. Any tokenizer-free denominator gives a comparable number; the words have to be counted the
+# same way for every model, and, like bits per byte, the convention for the first token matters.

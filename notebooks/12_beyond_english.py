@@ -1,0 +1,638 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 12 · Beyond English: the same metrics on Chinese and other scripts
+#
+# Every metric in this course so far quietly assumed English. Token F1 splits on spaces, exact match
+# lowercases with Python's `str.lower`, and a byte-level model's perplexity is counted per byte. Chinese
+# writes no spaces, a Chinese character is three UTF-8 bytes, and case and width rules differ from one
+# script to the next. This lesson takes the same metrics to Chinese, Japanese, Korean, Turkish and
+# German answers and watches where they stop measuring what we think they measure.
+#
+# **What you will learn**
+# - why whitespace token F1 collapses to exact match on Chinese, and what splitting each CJK character
+#   into its own token (`segmentation="mixed"`) changes, answer by answer;
+# - that character-level F1 rewards a wrong answer written with the right characters, and how the
+#   CMRC 2018 script's longest-common-substring F1 differs from a bag of characters;
+# - how exact-match verdicts flip under each normalisation policy (NFKC, casefold, punctuation), and
+#   what no general policy fixes (Turkish dotted İ);
+# - which losses can be compared across languages and tokenizers: per token, per byte, per character;
+# - what the CMRC 2018 and MLQA scripts, and the TyDi QA tasks written for lm-evaluation-harness,
+#   actually do, read from their own code.
+#
+# **Time needed:** about 35 minutes.
+#
+# **Builds on:** lesson 2 (exact match and normalisation), lesson 3 (token F1), lesson 1 and lesson 11
+# (perplexity, bits per byte, the BPE GPT-2). Uses `evalcore`'s `token_f1`, `segment_mixed`,
+# `exact_match`, `normalise_em`, `perplexity_eval`, `load_beyond_english`, the shipped TinyGPT and the
+# BPE GPT-2 (no training here).
+#
+# **The data is authored.** `data/beyond_english.json` was written for this lesson. Its facts are
+# fictional (a town called 青石镇, Qingshi, on an invented river), except one real fact used as the
+# standard example: Paris is the capital of France. It is a teaching fixture of 15 questions, not a
+# benchmark.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from collections import Counter
+import math
+import unicodedata
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+import evalcore as ec
+
+torch.set_num_threads(1)  # tiny models on shared cores: one thread is fastest
+
+pd.set_option("display.max_colwidth", 40)
+data = ec.load_beyond_english()
+qa, parallel = data["qa"], data["parallel"]
+print(len(qa), "questions,", sum(len(q["predictions"]) for q in qa), "predictions,",
+      len(parallel), "parallel facts")
+print(dict(Counter(q["language"] for q in qa)))
+
+# %% [markdown]
+# Each question has one or two reference answers and predictions of four kinds: **right** (the
+# reference, sometimes with a trailing "。"), **paraphrase** (the same meaning in other words or
+# another order), **partial** (part of the answer) and **wrong**. Some have extra kinds that are the
+# right answer in another form: full-width digits, upper or lower case, a dotless I. Here is one
+# question in full.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+print(qa[0]["question"], "| references:", qa[0]["references"])
+pd.DataFrame(qa[0]["predictions"])
+
+# %% [markdown]
+# ## 1. Whitespace tokens on a language without spaces
+#
+# `ec.token_f1` splits the normalised text on whitespace (lesson 3). A Chinese sentence has no spaces,
+# so the whole answer is one token. The issue's example: "Paris is the capital of France" written in
+# two word orders. Every character is shared, but as one token each they differ.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+ref_zh, para_zh = "巴黎是法国的首都", "法国的首都是巴黎"
+print("whitespace:", ref_zh.split(), para_zh.split())
+print("mixed     :", ec.segment_mixed(ref_zh))
+print("mixed     :", ec.segment_mixed(para_zh))
+
+# %% [markdown]
+# `ec.segment_mixed` makes every CJK ideograph and every kana character a token of its own, and leaves
+# everything else to whitespace: Latin words and numbers stay whole, Hangul words stay whole (Korean
+# writes spaces between words), and punctuation is kept, as in `ec.normalise_f1`. `token_f1` takes it
+# through `segmentation="mixed"`.
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# F1 under mixed segmentation: the same call, segmentation="mixed"
+f1_ws = ec.token_f1(para_zh, ref_zh)
+f1_mixed = ec.token_f1(para_zh, ref_zh, segmentation="mixed")
+print(f"whitespace F1 {f1_ws:.4g}, mixed F1 {f1_mixed:.4g}")
+print("mixed segmentation of Latin, digits and Hangul:", ec.segment_mixed("邮编是QS-2048 김하늘입니다"))
+
+# %%
+assert f1_ws == 0.0 and f1_mixed == 1.0, (f1_ws, f1_mixed)  # same 8 characters, other order
+assert ec.segment_mixed("邮编是QS-2048") == ["邮", "编", "是", "QS-2048"], ec.segment_mixed("邮编是QS-2048")
+
+# %% [markdown]
+# ### Every prediction, both ways
+#
+# Now every prediction in the fixture, scored against its references (best over the list) under both
+# segmentations.
+
+# %%
+rows = []
+for q in qa:
+    for p in q["predictions"]:
+        rows.append({"id": q["id"], "kind": p["kind"], "prediction": p["text"],
+                     "whitespace": ec.token_f1(p["text"], q["references"]),
+                     "mixed": ec.token_f1(p["text"], q["references"], segmentation="mixed")})
+f1_table = pd.DataFrame(rows)
+f1_table[f1_table["id"].isin(["zh-01", "zh-09", "zh-10"])].round(4)
+
+# %% [markdown]
+# On the Chinese questions (ids `zh-`), whitespace F1 is exact match in disguise: it is 1 only when the
+# prediction equals a reference after lowercasing, and 0 otherwise. The mean per kind makes that plain.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+KINDS = ["right", "paraphrase", "partial", "wrong"]
+zh = f1_table[f1_table["id"].str.startswith("zh") & f1_table["kind"].isin(KINDS)]
+by_kind = zh.groupby("kind")[["whitespace", "mixed"]].mean().loc[KINDS]
+print(f"{len(zh)} Chinese predictions (four kinds)")
+print(by_kind.round(4))
+print(f"all four kinds: whitespace {zh['whitespace'].mean():.4g}, mixed {zh['mixed'].mean():.4g}")
+
+# %%
+assert len(zh) == 44, f"expected 11 Chinese questions x 4 kinds = 44 rows, got {len(zh)}"
+assert (zh.loc[zh["kind"] != "right", "whitespace"] == 0).all()  # no partial credit at all
+assert by_kind.loc["wrong", "mixed"] > by_kind.loc["partial", "mixed"]  # wrong outscores partial!
+assert zh["mixed"].mean() > 3 * zh["whitespace"].mean()
+
+# %%
+colours = {"right": "tab:green", "paraphrase": "tab:blue", "partial": "tab:orange", "wrong": "tab:red"}
+rng = np.random.default_rng(0)  # a little jitter so that equal points do not hide each other
+fig, ax = plt.subplots(figsize=(6.5, 5))
+for kind in KINDS:
+    part = f1_table[f1_table["kind"] == kind]
+    ax.scatter(part["whitespace"] + rng.uniform(-0.02, 0.02, len(part)), part["mixed"],
+               label=f"{kind} ({len(part)})", color=colours[kind], alpha=0.75)
+ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls="--")
+ax.set(xlabel="token F1, whitespace tokens (jittered)", ylabel="token F1, mixed segmentation",
+       title="The four kinds of prediction, all 15 questions, both segmentations")
+ax.legend(title="prediction kind")
+plt.show()
+
+# %% [markdown]
+# Read the scatter by columns. At whitespace F1 = 0 (left), mixed segmentation spreads the
+# predictions from 0 to 1: that is the partial credit the whitespace metric never gave. At 1 (right),
+# both agree. But the spread at the left is not ordered by correctness. Wrong answers
+# (red) reach as high as paraphrases: "青石镇位于黄沙河西岸" (on the *west* bank of *another* river) shares
+# 7 of its 10 characters with the reference and scores 0.7, more than the partly right "青石镇在白鹭河边"
+# (0.6667). And "约二万三千人" (about 23,000 people) against "约三万二千人" (about 32,000) is the same bag of
+# six characters in another order: mixed F1 1.0, for a wrong number. On Chinese, a character is closer
+# to a letter than to a word, and a bag of letters cannot tell 32,000 from 23,000.
+#
+# The other scripts show the opposite failure. Korean keeps its spaces, and a particle is written onto
+# the word: "김하늘입니다" ("is Kim Ha-neul") is not the token "김하늘", so the Korean paraphrase scores 0
+# under both. The full-width "ＱＳ－２０４８" scores 0 too; we return to it with NFKC below.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+traps = f1_table[(f1_table["kind"] == "wrong") & (f1_table["mixed"] >= 0.7)]
+print(traps[["id", "prediction", "mixed"]].round(4).to_string(index=False))
+korean = f1_table[f1_table["id"] == "ko-01"].set_index("kind")["mixed"]
+print("Korean paraphrase, mixed F1:", korean["paraphrase"])
+
+# %%
+assert set(traps["id"]) == {"zh-01", "zh-09", "zh-10", "ja-01"}, sorted(traps["id"])
+assert korean["paraphrase"] == 0.0, korean.to_dict()
+
+# %% [markdown]
+# ## 2. Bag or substring: what CMRC 2018 counts
+#
+# The CMRC 2018 evaluation script (Chinese machine reading comprehension; `ymcui/cmrc2018`, file
+# `squad-style-data/cmrc2018_evaluate.py`, commit 5c81039) also splits each Chinese character into a
+# segment, but its F1 is not a bag overlap. It takes the **longest common substring** of the two segment
+# lists (its `find_lcs`: the longest run of consecutive segments in both) as the overlap, after
+# removing its list of punctuation marks. We write that policy as a short function below. It is our
+# reimplementation, not the script itself: the script is Python 2 and runs `nltk.word_tokenize` on the
+# non-Chinese stretches, where we split on whitespace, which gives the same segments for these answers.
+
+# %%
+CMRC_PUNCT = set("-:_*^/\\~`+=，。：？！“”；’《》·、「」（）－～『』") | {"……"}  # the script's sp_char list
+
+
+def cmrc_segments(text):
+    """CMRC 2018-style mixed segmentation, punctuation removed: each U+4E00-U+9FA5 character is a segment."""
+    segments, run = [], ""
+    for ch in text.lower().strip():
+        if ch in CMRC_PUNCT:
+            continue
+        if "\u4e00" <= ch <= "\u9fa5":
+            segments += run.split() + [ch]
+            run = ""
+        else:
+            run += ch
+    return segments + run.split()
+
+
+def longest_common_run(a, b):
+    """Length of the longest run of consecutive items shared by the lists a and b (CMRC's find_lcs)."""
+    best, prev = 0, [0] * (len(b) + 1)
+    for x in a:
+        cur = [0] * (len(b) + 1)
+        for j, y in enumerate(b):
+            if x == y:
+                cur[j + 1] = prev[j] + 1
+                best = max(best, cur[j + 1])
+        prev = cur
+    return best
+
+
+def cmrc_f1(prediction, references):
+    """CMRC 2018-style F1: the longest common substring of segments as the overlap, best over references."""
+    scores = []
+    for ref in [references] if isinstance(references, str) else references:
+        p, r = cmrc_segments(prediction), cmrc_segments(ref)
+        lcs = longest_common_run(p, r)
+        scores.append(0.0 if lcs == 0 else 2 * lcs / (len(p) + len(r)))
+    return max(scores)
+
+# %% [markdown]
+# First the issue's example, then the two wrong answers that the bag scored 1.0 and 0.7.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+examples = [(para_zh, ref_zh), ("约二万三千人", "约三万二千人"), ("青石镇位于黄沙河西岸", "青石镇位于白鹭河东岸")]
+cmrc_vs_bag = pd.DataFrame([{"prediction": p, "reference": r, "CMRC segments": " ".join(cmrc_segments(p)),
+                             "bag F1 (evalcore, mixed)": ec.token_f1(p, r, segmentation="mixed"),
+                             "LCS F1 (CMRC 2018)": cmrc_f1(p, r)} for p, r in examples])
+cmrc_vs_bag.round(4)
+
+# %%
+assert cmrc_f1(para_zh, ref_zh) == 0.625, cmrc_f1(para_zh, ref_zh)  # "法国的首都" is the longest shared run: 5 of 8
+assert cmrc_f1("约二万三千人", "约三万二千人") < 0.5  # the substring sees the order the bag ignores
+
+# %% [markdown]
+# The bag counts the paraphrase "法国的首都是巴黎" as a perfect answer (1.0), the substring as 0.625: the
+# longest run in common is "法国的首都", 5 of 8 characters. CMRC's choice punishes reordering, which hurts
+# correct paraphrases, and in exchange scores "about 23,000" against "about 32,000" at 0.3333 instead
+# of 1.0. Neither is right in general: they are two policies, and a number from one cannot be compared
+# with a number from the other. Here is the whole fixture's Chinese under three policies, adding an
+# MLQA-style bag (the MLQA script, described in section 5, removes all Unicode punctuation before
+# splitting Chinese characters; our `ec.token_f1` keeps it).
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def strip_punct(text):
+    """Drop every character whose Unicode category is punctuation (P*), as the MLQA script does."""
+    return "".join(ch for ch in text if not unicodedata.category(ch).startswith("P"))
+
+
+def mlqa_like_f1(prediction, references):
+    """Bag F1 of mixed segments after lowercasing and removing Unicode punctuation (MLQA-style, zh)."""
+    return ec.token_f1(prediction, references, normalise=lambda t: ec.normalise_f1(strip_punct(t)),
+                       segmentation="mixed")
+
+
+zh = zh.assign(**{"MLQA-style bag": [mlqa_like_f1(p, q["references"]) for p, q in
+                                     zip(zh["prediction"], [next(x for x in qa if x["id"] == i) for i in zh["id"]])],
+                  "CMRC LCS": [cmrc_f1(p, next(x for x in qa if x["id"] == i)["references"])
+                               for p, i in zip(zh["prediction"], zh["id"])]})
+policies_by_kind = zh.groupby("kind")[["whitespace", "mixed", "MLQA-style bag", "CMRC LCS"]].mean().loc[KINDS]
+policies_by_kind.round(4)
+
+# %%
+ax = policies_by_kind.T.plot.bar(figsize=(8, 4), color=[colours[k] for k in KINDS], rot=0)
+ax.set(ylabel="mean F1 over the 11 Chinese questions", xlabel="F1 policy",
+       title="Chinese predictions: mean F1 per kind under four policies")
+ax.set_xticklabels(["whitespace\n(evalcore default)", "mixed bag\n(evalcore)", "MLQA-style bag\n(punct. removed)",
+                    "CMRC 2018\n(longest substring)"])
+ax.legend(title="prediction kind", fontsize=8)
+plt.show()
+
+# %%
+assert policies_by_kind.loc["right", "MLQA-style bag"] == 1.0, policies_by_kind.loc["right"].to_dict()  # "。" removed
+assert policies_by_kind.loc["wrong", "CMRC LCS"] < policies_by_kind.loc["wrong", "mixed"]
+assert policies_by_kind.loc["paraphrase", "CMRC LCS"] < policies_by_kind.loc["paraphrase", "mixed"]
+assert (policies_by_kind.loc["wrong"].iloc[1:] > policies_by_kind.loc["partial"].iloc[1:]).all()  # wrong > partial
+
+# %% [markdown]
+# Removing punctuation gives the right answers their full 1.0 (the trailing "。" cost them up to 0.2
+# under evalcore's bag); otherwise the MLQA-style bag equals evalcore's here. The substring lowers every
+# other kind, and the correct paraphrases most (0.5848 to 0.4391), because reordering is exactly what
+# it punishes. Under every policy the wrong answers still average more than the partly right ones. No
+# overlap metric knows which characters carry the answer.
+
+# %% [markdown]
+# ## 3. Exact match under four normalisation policies
+#
+# Lesson 2's `ec.normalise_em` lowercases, collapses whitespace and drops a trailing `.`, `!` or `?`.
+# It knows nothing of the ideographic full stop "。", of full-width forms, or of case rules beyond
+# `str.lower`. We build three stricter-looking (in fact more forgiving) policies on top of it, each
+# adding one step, and pass each as `ec.exact_match(prediction, reference, normalise=...)`:
+#
+# - **+ NFKC**: Unicode compatibility normalisation first, which maps full-width "ＡＢＣ１２３" to "ABC123";
+# - **+ casefold**: `str.casefold` instead of lowercase alone, which maps German "ß" to "ss";
+# - **+ punctuation**: every Unicode punctuation character removed (category P: "。", "，", "-", "؟", ...).
+
+# %%
+def nfkc(text):
+    return unicodedata.normalize("NFKC", text)
+
+
+EM_POLICIES = {
+    "default (normalise_em)": ec.normalise_em,
+    "+ NFKC": lambda t: ec.normalise_em(nfkc(t)),
+    "+ NFKC + casefold": lambda t: ec.normalise_em(nfkc(t).casefold()),
+    "+ NFKC + casefold + punctuation": lambda t: ec.normalise_em(strip_punct(nfkc(t).casefold())),
+}
+for text in ["ＱＳ－２０４８", "MÜHLENSTRASSE", "九月。"]:
+    print(f"{text!r:18}", [policy(text) for policy in EM_POLICIES.values()])
+
+# %% [markdown]
+# Now every prediction under every policy, and the verdicts that flip against the default.
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# EM under each policy: pass the normaliser as normalise=, count verdicts that differ from the default
+em = pd.DataFrame([{"id": q["id"], "kind": p["kind"], "prediction": p["text"],
+                    **{name: ec.exact_match(p["text"], q["references"], normalise=fn)
+                       for name, fn in EM_POLICIES.items()}}
+                   for q in qa for p in q["predictions"]])
+default = em["default (normalise_em)"]
+flips = {name: int((em[name] != default).sum()) for name in EM_POLICIES}
+print(f"{len(em)} predictions, {int(default.sum())} exact matches under the default")
+for name, n in flips.items():
+    print(f"{name:34} EM {em[name].mean():.4g}   verdicts flipped vs default: {n}")
+
+# %%
+assert flips == {"default (normalise_em)": 0, "+ NFKC": 4, "+ NFKC + casefold": 5,
+                 "+ NFKC + casefold + punctuation": 12}, f"expected flips 0/4/5/12, got {flips}"
+assert (em[list(EM_POLICIES)].diff(axis=1).iloc[:, 1:] >= 0).all().all()  # each step only adds matches here
+
+# %% [markdown]
+# Which predictions flipped, and under which policy first:
+
+# %%
+names = list(EM_POLICIES)
+first_flip = em.apply(lambda r: next((n for n in names[1:] if r[n] != r[names[0]]), None), axis=1)
+em["first flips under"] = first_flip
+em[first_flip.notna()][["id", "kind", "prediction", "first flips under"]]
+
+# %% [markdown]
+# Four full-width answers flip under NFKC, the upper-case German answer under casefold
+# ("MÜHLENSTRASSE" casefolds to "mühlenstrasse", and so does "Mühlenstraße"), and seven right answers
+# that end in "。" under punctuation removal. On this fixture every flip is a correct answer that the
+# default refused, so the default understates EM. That is not a law: with other data, removing
+# punctuation also merges answers that differ only in punctuation, and NFKC maps "①" to "1".
+#
+# What flips under none of them is Turkish. Python's `str.lower` and `str.casefold` follow Unicode's
+# default, language-independent rules: "İ" (capital I with a dot) becomes "i" followed by a combining
+# dot above (U+0307), and dotless "I" becomes "i". So the reference "İzmir" becomes "i̇zmir", which
+# matches neither "izmir" nor the upper-case "İZMİR" ("i̇zmi̇r"). Turkish case rules need a
+# Turkish-specific step, which exercise 2 asks for.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+turkish = em[em["id"] == "tr-01"].set_index("kind")[names[-1]]
+print("'İzmir'.lower():", [hex(ord(c)) for c in "İzmir".lower()][:2], "| casefold:", "İzmir".casefold() == "İzmir".lower())
+print(turkish.to_dict())
+
+# %%
+assert turkish["right"] == 1.0 and turkish[["uppercase", "lowercase", "dotless"]].sum() == 0, turkish.to_dict()
+assert "İzmir".lower() == "i\u0307zmir", ascii("İzmir".lower())
+
+# %% [markdown]
+# ## 4. The same fact in two languages: tokens, bytes, characters
+#
+# The fixture also holds six fictional facts written in English and in Chinese. We score both versions
+# with the byte-level TinyGPT (each token is one UTF-8 byte) and with the BPE GPT-2 of lesson 11, whose
+# vocabulary was learned from English. First the sizes: a Chinese character is three UTF-8 bytes, and
+# the BPE tokenizer, having learned no merges for Chinese, falls back to one token per byte.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+model = ec.load_pretrained()  # TinyGPT, byte-level, trained on English text only
+tok = ec.InstructionTokenizer()
+hf_model, hf_tok = ec.load_hf(ec.HF_CHECKPOINT_DIR)  # the BPE GPT-2 of lesson 11, also English only
+texts = {"en": [p["en"] for p in parallel], "zh": [p["zh"] for p in parallel]}
+sizes = pd.DataFrame({lang: {"characters": sum(len(t) for t in ts),
+                             "UTF-8 bytes": sum(len(t.encode("utf-8")) for t in ts),
+                             "TinyGPT tokens": sum(len(tok.encode(t)) for t in ts),
+                             "BPE GPT-2 tokens": sum(len(hf_tok.encode(t)) for t in ts)}
+                      for lang, ts in texts.items()})
+print(parallel[2])
+sizes
+
+# %%
+assert sizes.loc["TinyGPT tokens"].equals(sizes.loc["UTF-8 bytes"])  # one token per byte
+assert sizes.loc["characters", "zh"] < sizes.loc["characters", "en"] / 2  # Chinese is compact in characters...
+assert sizes.loc["BPE GPT-2 tokens", "zh"] == sizes.loc["UTF-8 bytes", "zh"], sizes["zh"].to_dict()  # byte fallback
+assert sizes.loc["BPE GPT-2 tokens", "zh"] > sizes.loc["BPE GPT-2 tokens", "en"]  # ...not in BPE tokens
+
+# %% [markdown]
+# `ec.perplexity_eval` reports the total loss in three units: `bits_per_token` (over the scored tokens),
+# `bits_per_byte` (over the UTF-8 bytes) and `bits_per_char` (over the Unicode code points). We run it
+# on the six English and the six Chinese texts, for both models.
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# Losses per token, per byte, per character: perplexity_eval's extras
+UNITS = ["bits_per_token", "bits_per_byte", "bits_per_char"]
+results = {(name, lang): ec.perplexity_eval(m, t, texts[lang])
+           for name, m, t in [("TinyGPT", model, tok), ("BPE GPT-2", hf_model, hf_tok)] for lang in texts}
+losses = pd.DataFrame({f"{name}, {lang}": {u: r.extras[u] for u in UNITS} |
+                       {"bits per fact": r.extras["total_nll"] / math.log(2) / len(texts[lang])}
+                       for (name, lang), r in results.items()}).T
+print(losses.round(4).to_string())
+
+# %%
+tiny_en, tiny_zh = results["TinyGPT", "en"].extras, results["TinyGPT", "zh"].extras
+assert tiny_zh["bits_per_byte"] > 2 * tiny_en["bits_per_byte"], (tiny_zh["bits_per_byte"], tiny_en["bits_per_byte"])
+assert abs(tiny_zh["bits_per_char"] / tiny_zh["bits_per_byte"] - tiny_zh["total_bytes"] / tiny_zh["total_chars"]) < 1e-9
+assert tiny_zh["bits_per_byte"] > 8  # worse than a uniform guess over 256 bytes: confidently wrong
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(11, 3.8))
+x = np.arange(2)
+for ax, unit in zip(axes, UNITS):
+    for i, name in enumerate(["TinyGPT", "BPE GPT-2"]):
+        vals = [results[name, lang].extras[unit] for lang in ["en", "zh"]]
+        bars = ax.bar(x + (i - 0.5) * 0.38, vals, width=0.38, label=name)
+        ax.bar_label(bars, fmt="%.2f", fontsize=8)
+    ax.set_xticks(x, ["English", "Chinese"])
+    ax.set_title(unit.replace("_", " "))
+axes[0].set_ylabel("bits")
+axes[0].legend(fontsize=8)
+fig.suptitle("The same six facts: one total loss, divided by three different counts")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Each panel divides the same total loss by a different count, so which comparisons mean something?
+#
+# - **Per token across tokenizers: nothing.** TinyGPT's token is a byte, GPT-2's an English word piece;
+#   a BPE token costs more bits because it carries more text.
+#   Per token, the BPE GPT-2 looks almost twice as bad as TinyGPT on the English facts (10.18 against
+#   5.758 bits).
+# - **Per byte across tokenizers, on the same text: yes.** Both models read the same UTF-8 bytes, and
+#   per byte they are close on the English facts (5.946 against 5.635 bits): the invented names cost
+#   both of them dearly. On TinyGPT, bits per token and per byte are nearly equal (the first byte is
+#   context and not predicted, but it is counted in the bytes).
+# - **Per character across encodings: yes.** A code point is the same whether the text is stored as
+#   UTF-8, UTF-16 or GB18030, so bits per character compares models whose byte counts differ. Per byte
+#   does not: the same Chinese text is 3 bytes a character in UTF-8 and 2 in UTF-16 or GB18030.
+# - **Across languages: no single unit is fair.** A Chinese character carries roughly what an English
+#   word does, so Chinese bits per character are bound to be higher and bits per byte lower than a
+#   word-level view would suggest. The least unfair comparison is the cost of the *same content*: the
+#   bits for the whole fact, in the last column of the table.
+# - **None of them says a model "knows" Chinese.** TinyGPT never saw a byte above 127 in training: its
+#   loss on Chinese is the cost of bytes it has learned to consider almost impossible. At 15.62 bits per
+#   byte it does worse than a uniform guess over all 256 bytes (8 bits), because it is confidently wrong.
+#   The BPE GPT-2, trained on English only, is in the same position. High bits here measure the
+#   training data, not the language.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name in ["TinyGPT", "BPE GPT-2"]:
+    en, zh_ = results[name, "en"].extras, results[name, "zh"].extras
+    print(f"{name:9}  bits per byte en {en['bits_per_byte']:.4g} zh {zh_['bits_per_byte']:.4g}   "
+          f"bits per char en {en['bits_per_char']:.4g} zh {zh_['bits_per_char']:.4g}   "
+          f"bits per fact en {en['total_nll'] / math.log(2) / 6:.4g} zh {zh_['total_nll'] / math.log(2) / 6:.4g}")
+
+# %% [markdown]
+# ## 5. What real multilingual benchmarks do
+#
+# Each statement below was read in the script itself (repository, file, commit).
+#
+# **CMRC 2018** (`ymcui/cmrc2018`, `squad-style-data/cmrc2018_evaluate.py`, commit 5c81039). The
+# script lowercases; each character in U+4E00 to U+9FA5 and each mark of its own punctuation list
+# (`sp_char`) becomes a segment; the rest goes through `nltk.word_tokenize`. F1 takes the longest common
+# *substring* of the segment lists (`find_lcs`), with punctuation removed (`rm_punc=True`), as in
+# section 2. EM compares the strings after `remove_punctuation`. It is a Python 2 script
+# (`reload(sys)`, `str.decode`).
+#
+# **MLQA** (`facebookresearch/MLQA`, `mlqa_evaluation_v1.py`, last changed in commit 5ef5c73; repository
+# head 24bf470). Normalisation depends on the answer language passed on the command line: lowercase;
+# remove every character whose Unicode category starts with P, plus `string.punctuation`; remove
+# articles per language (English a/an/the; Spanish un/una/unos/unas/el/la/los/las; German
+# ein/eine/.../des; Vietnamese của/là/cái/chiếc/những; none for Hindi and Chinese); then tokenise on
+# whitespace for en, es, hi, vi, de, ar, and by mixed segmentation for zh, where each character in
+# U+4E00 to U+9FA5 is a token. F1 is a bag overlap (`Counter`), as in evalcore, not CMRC's substring.
+# One oddity: the Arabic article pattern is written `'\sال^|ال'`, and since `^` after other characters
+# never matches, it removes every "ال" anywhere in the text, not only the article at a word's start.
+# lm-evaluation-harness copies this script for its MLQA tasks (`lm_eval/tasks/mlqa/utils.py`, at the
+# snapshot's head 4e7e0d4) with that pattern corrected to `(?:^|\s)ال`.
+#
+# **TyDi QA in lm-evaluation-harness** (`EleutherAI/lm-evaluation-harness`). The main branch at
+# 4e7e0d4 (August 2026) has no `lm_eval/tasks/tydiqa` folder. Two versions exist elsewhere in the
+# repository's history. On the branch `mm-llm` (commit 7385e11), `lm_eval/tasks/tydiqa/util.py` scores
+# tasks `tydiqa_<language>` (Arabic, Bengali, English, Finnish, Indonesian, Korean, Russian, Swahili,
+# Telugu) with transformers' SQuAD metric functions `squad_metrics.compute_f1` and `compute_exact`, the
+# same for every language. Commit 6e6d6ae ("Add TyDiQA Gold Passage task (11 languages)", April 2026), on
+# no branch of the snapshot we read, so presumably not merged, adds `tydiqa_goldp_<lang>` tasks whose
+# `lm_eval/tasks/tydiqa/utils.py` follows MLQA: whitespace tokens for en, ar, bn, fi, id, ko, ru, sw,
+# te, and mixed segmentation for ja and th, where each character in U+4E00 to U+9FA5, in the two kana
+# blocks or in the Thai block is a token. We could not check whether a TyDi QA task has since reached
+# the main branch, nor which version anyone's published TyDi QA numbers used.
+#
+# So three scripts, three policies for the same Chinese answer: CMRC's substring, MLQA's bag after
+# removing all punctuation, and evalcore's bag keeping punctuation. None uses NFKC or casefold.
+
+# %% [markdown]
+# ## Summary
+#
+# **What the lesson established**
+# - On the 11 Chinese questions (44 predictions of four kinds), whitespace token F1 is exact match:
+#   mean 0.4545 for the right answers (the five without a trailing "。") and 0 for every other kind.
+#   Mixed segmentation (`segmentation="mixed"`) raises the mean over all four kinds from 0.1136 to
+#   0.6113, and gives "法国的首都是巴黎" against "巴黎是法国的首都" a full 1.0.
+# - Character-level bag F1 rewards wrong answers written with the right characters: the wrong kind
+#   averages 0.4982, above the partly right kind (0.423), and "约二万三千人" for "约三万二千人" scores 1.0.
+#   CMRC 2018's longest-common-substring F1 scores that 0.3333 and the reordered Paris sentence 0.625,
+#   at the price of lowering correct paraphrases most (mean 0.5848 to 0.4391); under all four F1
+#   policies the wrong answers average more than the partly right ones.
+# - Exact match moves with the normalisation policy: of 70 predictions, 4 verdicts flip under NFKC,
+#   5 once casefold is added, 12 once punctuation is removed; here every flip accepts a correct answer.
+#   Turkish "İzmir" flips under none: Unicode's default case rules are not Turkish ones.
+# - On the same six facts, TinyGPT costs 15.62 bits per byte in Chinese against 5.635 in English,
+#   and 43.43 against 5.635 bits per character; the BPE GPT-2 16.61 against 5.946 bits per byte and
+#   46.19 against 5.946 per character. Per byte is comparable across tokenizers on the same text, per
+#   character across encodings; nothing here is comparable across languages, and neither model saw
+#   Chinese in training (TinyGPT's Chinese is worse than a uniform guess over bytes).
+# - CMRC 2018, MLQA and the TyDi QA tasks written for lm-evaluation-harness each segment and normalise
+#   differently; MLQA and the harness's MLQA copy remove all Unicode punctuation and split only
+#   U+4E00 to U+9FA5.
+#
+# **Not established here.** How these policies rank real systems: 15 authored questions show
+# mechanisms, not their size on a benchmark. Whether character segmentation is the right unit for
+# Chinese at all (word segmenters such as jieba give another F1 again). Any loss of a model that was
+# trained on Chinese: both models here are English-only, so their Chinese losses say nothing about
+# how hard Chinese is to model.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has one code cell. Write your code where the stub says, then run the cell: its last
+# lines check your answer.
+
+# %% [markdown]
+# ### Exercise 1: The overlap by hand
+#
+# Under mixed segmentation, how many characters do the prediction "它最后流进了东湖" (it finally flows into
+# East Lake) and the reference "白鹭河最后流入东湖" (the Bailu River finally flows into East Lake) share, as a
+# bag? Compute it with `ec.segment_mixed` and `Counter`, and store it in `overlap_by_hand`; store the F1
+# that follows from it in `f1_by_hand`.
+#
+# *Hint:* `Counter(a) & Counter(b)` keeps each token with the smaller of its two counts (lesson 3), and
+# F1 = 2 · overlap / (len(prediction) + len(reference)).
+
+# %%
+# Exercise 1: store the bag overlap of the two segmentations in `overlap_by_hand`, and the F1 in `f1_by_hand`.
+### BEGIN SOLUTION
+pred_segments = ec.segment_mixed("它最后流进了东湖")
+ref_segments = ec.segment_mixed("白鹭河最后流入东湖")
+overlap_by_hand = sum((Counter(pred_segments) & Counter(ref_segments)).values())
+f1_by_hand = 2 * overlap_by_hand / (len(pred_segments) + len(ref_segments))
+print(overlap_by_hand, round(f1_by_hand, 4))
+### END SOLUTION
+assert overlap_by_hand == ec.f1_counts("它最后流进了东湖", "白鹭河最后流入东湖", segmentation="mixed")[0], \
+    f"expected the number of shared characters, counted as a bag; got {overlap_by_hand!r}"
+assert abs(f1_by_hand - ec.token_f1("它最后流进了东湖", "白鹭河最后流入东湖", segmentation="mixed")) < 1e-12, \
+    f"expected the F1 that follows from that overlap; got {f1_by_hand!r}"
+
+# %% [markdown]
+# ### Exercise 2: A Turkish normaliser
+#
+# Write a normaliser `normalise_tr(text)` for exact match on Turkish answers: it should accept "İZMİR"
+# and "izmir" for the reference "İzmir", refuse "Izmir" (in Turkish, dotless capital I lowercases to
+# dotless "ı", another letter), and otherwise behave like `ec.normalise_em` (so "Paris." still matches
+# "paris").
+#
+# *Hint:* map the two Turkish capitals before lowercasing: "İ" to "i" and "I" to "ı", then apply
+# `ec.normalise_em`.
+
+# %%
+# Exercise 2: store a Turkish-aware normaliser function in `normalise_tr`.
+### BEGIN SOLUTION
+def normalise_tr(text):
+    return ec.normalise_em(text.replace("İ", "i").replace("I", "ı"))
+
+
+print([ec.exact_match(p, "İzmir", normalise=normalise_tr) for p in ["İZMİR", "izmir", "Izmir"]])
+### END SOLUTION
+verdicts = [ec.exact_match(p, "İzmir", normalise=normalise_tr) for p in ["İZMİR", "izmir", "İzmir"]]
+assert verdicts == [1.0, 1.0, 1.0], f"expected 'İZMİR', 'izmir' and 'İzmir' all accepted for 'İzmir'; got {verdicts}"
+assert ec.exact_match("Izmir", "İzmir", normalise=normalise_tr) == 0.0, \
+    "expected the dotless 'Izmir' to be refused for 'İzmir'; it was accepted"
+assert ec.exact_match("Paris.", "paris", normalise=normalise_tr) == 1.0 and \
+    ec.exact_match("Rome", "Paris", normalise=normalise_tr) == 0.0, \
+    "expected normalise_em's behaviour on non-Turkish text (trailing '.', case); it differs"
+
+# %% [markdown]
+# ### Exercise 3: Bits per UTF-16 code unit
+#
+# Bits per byte depends on the encoding. Take TinyGPT's result on the six Chinese facts,
+# `results["TinyGPT", "zh"]`, and compute its total loss in bits divided by the number of UTF-16 code
+# units of the six texts (the length of each text encoded as `"utf-16-le"`, in bytes, divided by 2).
+# Store it in `bits_per_utf16_unit`. Compare it with `bits_per_byte` and `bits_per_char`: which does it
+# equal here, and why?
+#
+# *Hint:* the total loss is in nats in `extras["total_nll"]`; divide by `math.log(2)` for bits.
+
+# %%
+# Exercise 3: store TinyGPT's total Chinese loss in bits per UTF-16 code unit in `bits_per_utf16_unit`.
+### BEGIN SOLUTION
+zh_extras = results["TinyGPT", "zh"].extras
+utf16_units = sum(len(t.encode("utf-16-le")) // 2 for t in texts["zh"])
+bits_per_utf16_unit = zh_extras["total_nll"] / math.log(2) / utf16_units
+print(f"{bits_per_utf16_unit:.4g} bits per UTF-16 unit; per char {zh_extras['bits_per_char']:.4g}, "
+      f"per byte {zh_extras['bits_per_byte']:.4g}")
+### END SOLUTION
+assert abs(bits_per_utf16_unit - results["TinyGPT", "zh"].extras["bits_per_char"]) < 1e-9, \
+    f"expected the total bits over the UTF-16 code units of the six Chinese texts; got {bits_per_utf16_unit!r}"
+
+# %% [markdown] tags=["solution"]
+# Every character of these texts lies in the Basic Multilingual Plane, so each is one UTF-16 code unit
+# (two bytes), and bits per UTF-16 unit equals bits per character. In UTF-8 each Chinese character is
+# three bytes, so bits per byte is smaller by about a factor of three (the digits and the final "。"
+# make it a little less than three). A character outside the BMP (say 𠀀, U+20000, from extension B)
+# would be two UTF-16 units and four UTF-8 bytes, and still one character.

@@ -1,0 +1,271 @@
+"""Part 0: every number with its interval: bootstrap_ci against scipy, a cluster
+case computed by hand, McNemar's exact test against scipy's binomial test, paired_difference."""
+
+import json
+import math
+
+import pytest
+import torch
+
+import evalcore as ec
+from conftest import strict_loads
+
+scipy_stats = pytest.importorskip("scipy.stats")
+np = pytest.importorskip("numpy")
+
+
+def test_bootstrap_ci_agrees_with_scipy_percentile_bootstrap():
+    data = np.random.default_rng(0).uniform(size=40)  # continuous, so quantiles do not jump
+    R = 20000
+    ours = ec.bootstrap_ci(data.tolist(), n_resamples=R, seed=1)
+    ref = scipy_stats.bootstrap(
+        (data,), np.mean, method="percentile", n_resamples=R, confidence_level=0.95, random_state=2
+    ).confidence_interval
+    # The two use different random draws. The bootstrap mean has sd ~ 0.29 / sqrt(40) = 0.046;
+    # a 2.5% quantile estimated from R draws has Monte Carlo sd ~ sqrt(.025 * .975 / R) / f(q)
+    # = 0.0011 / (0.058 / 0.046) = 0.0009, so two runs differ by ~0.0012 sd: 0.006 is 5 sd.
+    assert ours[0] == pytest.approx(ref.low, abs=0.006)
+    assert ours[1] == pytest.approx(ref.high, abs=0.006)
+
+
+def test_bootstrap_ci_is_deterministic_given_the_seed_and_contains_the_mean():
+    scores = [0.1, 0.9, 0.4, 0.4, 0.7, 0.2, 1.0, 0.0]
+    a, b = ec.bootstrap_ci(scores, seed=3), ec.bootstrap_ci(scores, seed=3)
+    assert a == b and a != ec.bootstrap_ci(scores, seed=4)
+    assert a[0] < sum(scores) / len(scores) < a[1]
+
+
+def test_cluster_bootstrap_by_hand():
+    # Every group has mean 0.5, so resampling whole groups can never move the mean: the interval is
+    # the point 0.5. Resampling the six examples one by one gives a wide interval instead.
+    scores = [1, 0, 1, 0, 1, 1, 0, 0]
+    groups = ["a", "a", "b", "b", "c", "c", "c", "c"]
+    assert ec.bootstrap_ci(scores, groups=groups) == (0.5, 0.5)
+    low, high = ec.bootstrap_ci(scores)
+    assert low < 0.3 and high > 0.7
+
+
+def test_bootstrap_ci_of_a_ratio_of_sums():
+    # perplexity: resample texts, recompute exp(total NLL / total tokens), never a mean of ratios
+    rows = [[10.0, 5], [50.0, 20], [30.0, 10], [12.0, 8]]
+    ratio = lambda v, w: torch.exp((w * v[:, 0]).sum(-1) / (w * v[:, 1]).sum(-1))  # noqa: E731
+    low, high = ec.bootstrap_ci(rows, statistic=ratio, n_resamples=4000)
+    point = math.exp(102 / 43)
+    assert low < point < high
+    assert math.exp(min(r[0] / r[1] for r in rows)) <= low
+    assert high <= math.exp(max(r[0] / r[1] for r in rows))
+
+
+@pytest.mark.parametrize("scores", [[], [0.7]])
+def test_bootstrap_ci_is_none_below_two_examples(scores):
+    assert ec.bootstrap_ci(scores) is None
+    assert ec.bootstrap_ci([1, 0, 1], groups=["a", "a", "a"]) is None  # one group
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(scores=[1, float("nan")]), "finite"),
+        (dict(scores=[1, "x"]), "scores"),
+        (dict(scores=[1, 0], groups=["a"]), "groups must be a list of 2"),
+        (dict(scores=[1, 0], n_resamples=0), "n_resamples"),
+        (dict(scores=[1, 0], confidence=95), "confidence"),
+    ],
+)
+def test_bootstrap_ci_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ec.bootstrap_ci(**kwargs)
+
+
+@pytest.mark.parametrize("broke, rescued", [(6, 0), (3, 1), (0, 0), (5, 5), (12, 3), (0, 9)])
+def test_mcnemar_exact_agrees_with_a_binomial_test(broke, rescued):
+    n = broke + rescued
+    expected = 1.0 if n == 0 else scipy_stats.binomtest(broke, n, 0.5).pvalue
+    assert ec.mcnemar_exact(broke, rescued) == pytest.approx(expected, rel=1e-12)
+
+
+def test_mcnemar_exact_by_hand_and_bad_input():
+    assert ec.mcnemar_exact(6, 0) == pytest.approx(2 / 64)  # 6 broke, none rescued: p = 0.031
+    with pytest.raises(ValueError, match="broke"):
+        ec.mcnemar_exact(-1, 2)
+    with pytest.raises(ValueError, match="rescued"):
+        ec.mcnemar_exact(1, 2.0)
+
+
+def _result(name, scores, key="instruction"):
+    return ec.EvalResult(name, 0.0, [{key: f"q{i}", "score": s} for i, s in enumerate(scores)])
+
+
+def test_paired_difference_counts_broke_and_rescued():
+    clean = _result("exact_match", [1, 1, 1, 0, 0, 1])
+    perturbed = _result("exact_match", [0, 1, 0, 1, 0, 0])
+    out = ec.paired_difference(clean, perturbed)
+    assert out["diff"] == pytest.approx(-2 / 6)
+    assert (out["broke"], out["rescued"], out["n"], out["dropped"]) == (3, 1, 6, 0)
+    assert out["p_mcnemar"] == pytest.approx(0.625)
+    assert out["ci95"][0] < out["diff"] < out["ci95"][1]
+
+
+def test_paired_difference_drops_unscored_examples_from_both():
+    a = _result("judge", [3, None, 4, 2])
+    b = _result("judge", [4, 5, None, 1])
+    out = ec.paired_difference(a, b)
+    assert (out["n"], out["dropped"]) == (2, 2)
+    assert out["diff"] == pytest.approx(((4 - 3) + (1 - 2)) / 2)
+    assert "broke" not in out  # not 0/1 scores
+
+
+def test_paired_difference_of_perplexities_is_a_difference_of_ratios_of_sums(
+    tok, random_model, trained_model
+):
+    texts = ["The capital of France is Paris.", "Bees make honey.", "Owls hunt at night."]
+    a = ec.perplexity_eval(random_model, tok, texts)
+    b = ec.perplexity_eval(trained_model, tok, texts)
+    out = ec.paired_difference(a, b)
+    assert out["diff"] == pytest.approx(b.value - a.value, rel=1e-9)
+    assert out["n"] == 3 and out["ci95"][0] <= out["diff"] <= out["ci95"][1]
+
+
+@pytest.mark.parametrize(
+    "b",
+    [
+        _result("exact_match", [1, 0, 1]),
+        _result("exact_match", [1, 0], key="question"),
+        _result("token_f1", [1, 0]),
+    ],
+)
+def test_paired_difference_refuses_results_on_other_examples(b):
+    a = _result("exact_match", [1, 0])
+    with pytest.raises(ValueError):
+        ec.paired_difference(a, b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Every eval and the report carry an interval
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def evals(trained_model):
+    tok, fx = ec.InstructionTokenizer(), ec.load_fixtures()
+    items = ec.multiple_choice_items()
+    return {
+        "perplexity": ec.perplexity_eval(trained_model, tok, fx["lm"], max_len=128),
+        "exact_match": ec.exact_match_eval(trained_model, tok, fx["em"], max_new_tokens=8),
+        "token_f1": ec.token_f1_eval(trained_model, tok, fx["f1"], max_new_tokens=8),
+        "judge": ec.judge_eval(trained_model, tok, fx["judge"], max_new_tokens=8),
+        "calibration": ec.calibration_eval(trained_model, tok, items),
+        "robustness": ec.robustness_eval(
+            trained_model, tok, fx["em"][:6], perturbations=["uppercase"], max_new_tokens=8
+        ),
+        "multiple_choice": ec.choice_accuracy(items, ec.choice_logliks(trained_model, tok, items)),
+    }
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "perplexity",
+        "exact_match",
+        "token_f1",
+        "judge",
+        "calibration",
+        "robustness",
+        "multiple_choice",
+    ],
+)
+def test_every_eval_carries_a_json_safe_interval_around_its_value(evals, name):
+    result = evals[name]
+    low, high = result.extras["ci95"]
+    assert low <= result.value <= high, (low, result.value, high)
+    assert result.extras["n"] >= 2 and result.extras["ci_method"]
+    assert strict_loads(json.dumps(ec._json_safe(result.extras), allow_nan=False))["ci95"] == [
+        low,
+        high,
+    ]
+
+
+def test_binary_evals_use_wilson_and_the_others_a_bootstrap(evals):
+    em = evals["exact_match"]
+    k = int(sum(r["score"] for r in em.per_example))
+    assert em.extras["ci_method"] == "wilson"
+    assert em.extras["ci95"] == list(ec.wilson_interval(k, 20))
+    assert evals["token_f1"].extras["ci_method"].startswith("percentile bootstrap")
+
+
+def test_perplexity_interval_resamples_texts_as_a_ratio_of_sums(evals):
+    result = evals["perplexity"]
+    rows = [[r["nll"], r["n_tokens"]] for r in result.per_example]
+    ratio = lambda v, w: torch.exp((w * v[:, 0]).sum(-1) / (w * v[:, 1]).sum(-1))  # noqa: E731
+    assert result.extras["ci95"] == list(ec.bootstrap_ci(rows, statistic=ratio))
+
+
+def test_calibration_interval_matches_a_loop_over_resamples(evals):
+    result = evals["calibration"]
+    conf = [r["confidence"] for r in result.per_example]
+    hits = [r["correct"] for r in result.per_example]
+    weights = ec.bootstrap_weights(len(conf), n_resamples=50, seed=5)
+    inputs, statistic = ec._resampling_inputs(result)
+    fast = statistic(torch.tensor(inputs, dtype=torch.float64), weights)
+    for w, got in zip(weights, fast):  # a resample as a list of drawn items, ECE by evalcore
+        drawn = [i for i, c in enumerate(w.tolist()) for _ in range(int(c))]
+        ece = ec.expected_calibration_error([conf[i] for i in drawn], [hits[i] for i in drawn])
+        assert float(got) == pytest.approx(ece, abs=1e-12)
+
+
+def test_undefined_intervals_are_none_never_nan(tok):
+    one = ec.perplexity_eval(lambda ids: torch.zeros(*ids.shape, tok.vocab_size), tok, ["abc"])
+    assert one.extras["ci95"] is None and one.extras["n"] == 1
+    assert "undefined" in one.extras["ci_method"]
+
+
+def test_the_report_carries_the_aggregate_interval_and_shows_every_interval(evals):
+    core = [evals[n] for n in ("perplexity", "exact_match", "token_f1", "judge")]
+    report = ec.aggregate(core)
+    low, high = report.ci95
+    assert low <= report.score <= high
+    d = report.to_dict()
+    assert d["aggregate_ci95"] == [low, high] and d["schema_version"] == 2
+    assert all(d["evals"][r.name]["ci95"] == r.extras["ci95"] for r in core)
+    table = report.table()
+    assert f"95% CI [{low:.4f}, {high:.4f}]" in table
+    for r in core:
+        assert f"[{r.extras['ci95'][0]:.4g}, {r.extras['ci95'][1]:.4g}]" in table
+
+
+@pytest.mark.parametrize("n", [1, 5, 20, 101])
+def test_wilson_interval_is_exact_at_the_ends(n):
+    assert ec.wilson_interval(0, n)[0] == 0.0 and ec.wilson_interval(n, n)[1] == 1.0
+
+
+def test_resampled_values_are_paired_by_seed(evals):
+    em = evals["exact_match"]
+    flipped = ec.EvalResult(
+        "exact_match", 1 - em.value, [{**r, "score": 1 - r["score"]} for r in em.per_example]
+    )
+    a, b = ec.resampled_values(em, 500, seed=9), ec.resampled_values(flipped, 500, seed=9)
+    assert torch.allclose(a + b, torch.ones(500, dtype=torch.float64))  # the same draws for both
+
+
+def test_paired_aggregate_difference_by_hand(evals):
+    core = [evals[n] for n in ("perplexity", "exact_match", "token_f1", "judge")]
+    same = ec.paired_aggregate_difference(core, core)
+    assert same["diff"] == 0.0 and same["ci95"] == [
+        0.0,
+        0.0,
+    ]  # paired: identical models never differ
+    better = [ec.EvalResult(r.name, r.value, r.per_example, r.extras) for r in core]
+    better[1] = ec.EvalResult(
+        "exact_match", 1.0, [{**x, "score": 1.0} for x in core[1].per_example]
+    )
+    out = ec.paired_aggregate_difference(core, better)
+    assert out["diff"] == pytest.approx(0.3 * (1.0 - core[1].value), abs=1e-12)
+    assert out["ci95"][0] <= out["diff"] <= out["ci95"][1]
+
+
+def test_paired_aggregate_difference_refuses_other_examples(evals):
+    core = [evals[n] for n in ("perplexity", "exact_match", "token_f1", "judge")]
+    other = list(core)
+    other[2] = ec.EvalResult("token_f1", 0.5, [{"instruction": "elsewhere", "score": 0.5}] * 20)
+    with pytest.raises(ValueError, match="same examples"):
+        ec.paired_aggregate_difference(core, other)

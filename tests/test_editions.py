@@ -1,0 +1,180 @@
+"""The student and live editions, the exercises, and the jupytext text sources of every lesson."""
+
+import ast
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import jupytext
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+import build_editions as be  # tools/, on pytest's pythonpath
+
+LESSONS = be.lessons()
+IDS = [p.name[:2] for p in LESSONS]
+HEADING = re.compile(r"^### Exercise (\S+):", re.M)
+
+
+def read(path):
+    return nbformat.read(path, as_version=4)
+
+
+def edition(name, path):
+    return read(be.EDITIONS / name / path.name)
+
+
+def code_of(cell):
+    """A code cell's source as Python: IPython magics and shell lines commented out."""
+    return "\n".join(
+        "#" + line if line.lstrip().startswith(("%", "!")) else line
+        for line in cell.source.split("\n")
+    )
+
+
+def test_committed_editions_are_what_make_editions_builds():
+    assert be.main(["--check"]) == 0, "run `make editions` and commit editions/"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_every_exercise_has_a_solution_and_a_check(path):
+    nb = read(path)
+    headings = [m for c in nb.cells if c.cell_type == "markdown" for m in HEADING.findall(c.source)]
+    exercises = [c for c in nb.cells if be.is_exercise(c)]
+    numbers = [be.exercise_task(be.split_solution(c.source)[0])[0] for c in exercises]
+    assert len(exercises) >= 3, f"{path.name}: {len(exercises)} exercise cells"
+    assert sorted(numbers) == sorted(set(numbers)) == sorted(headings), (numbers, headings)
+    for cell, number in zip(exercises, numbers):
+        _, solution, check = be.split_solution(cell.source)
+        assert any(line.strip() and not line.strip().startswith("#") for line in solution), (
+            f"exercise {number}"
+        )
+        asserts = [n for n in ast.walk(ast.parse("\n".join(check))) if isinstance(n, ast.Assert)]
+        assert asserts, f"exercise {number}: no check after {be.END!r}"
+        assert all(a.msg is not None for a in asserts), (
+            f"exercise {number}: a check without a message"
+        )
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_asserts_on_hard_coded_counts_say_what_they_got(path):
+    for cell in read(path).cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(code_of(cell))):
+            if (
+                isinstance(node, ast.Assert)
+                and node.msg is None
+                and isinstance(node.test, ast.Compare)
+            ):
+                exact = any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.test.ops)
+                counts = [
+                    c
+                    for c in node.test.comparators + [node.test.left]
+                    if isinstance(c, ast.Constant) and type(c.value) is int
+                ]
+                assert not (exact and counts), f"{path.name}: add a message: {ast.unparse(node)}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_no_solution_code_survives_in_the_student_edition(path):
+    nb, student = read(path), edition("student", path)
+    outside = {
+        line.strip() for c in nb.cells if not be.is_exercise(c) for line in c.source.split("\n")
+    }
+    for c in nb.cells:
+        if be.is_exercise(c):
+            before, _, after = be.split_solution(c.source)
+            outside |= {line.strip() for line in before + after}
+    text = "\n".join(c.source for c in student.cells)
+    assert be.BEGIN not in text and be.END not in text
+    for c in nb.cells:
+        if be.is_exercise(c):
+            for line in be.split_solution(c.source)[1]:
+                line = line.strip()
+                if len(line) > 8 and not line.startswith("#") and line not in outside:
+                    assert line not in text, (
+                        f"{path.name}: solution line in the student edition: {line}"
+                    )
+
+
+@pytest.mark.parametrize("name", ["student", "live"])
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_every_other_cell_matches_the_instructor(path, name):
+    nb, built = read(path), edition(name, path)
+    assert len(built.cells) == len(nb.cells)
+    changed = 0
+    for mine, theirs in zip(nb.cells, built.cells):
+        stubbed = be.is_exercise(mine) or be.is_solution_markdown(mine)
+        live = mine.cell_type == "code" and "live" in mine.metadata.get("tags", [])
+        if (name == "student" and stubbed) or (name == "live" and live):
+            changed += 1
+            continue
+        assert (theirs.cell_type, theirs.source) == (mine.cell_type, mine.source)
+        if name == "live" and mine.cell_type == "code":
+            assert theirs.outputs == mine.outputs
+    assert changed >= 2, f"{path.name}: only {changed} cells differ in the {name} edition"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_live_cells_keep_a_one_line_hint(path):
+    live = [c for c in edition("live", path).cells if "live" in c.metadata.get("tags", [])]
+    assert len(live) >= 2, f"{path.name}: {len(live)} live cells"
+    for cell in live:
+        assert cell.source.startswith("# ") and "\n" not in cell.source and not cell.outputs
+
+
+def run_student(path):
+    """Run the student edition in a fresh kernel; its errors as (cell source, ename, evalue)."""
+    nb = edition("student", path)
+    NotebookClient(
+        nb,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(be.EDITIONS / "student")}},
+    ).execute()
+    return [
+        (c.source, o.ename, o.evalue)
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
+
+
+@pytest.fixture(scope="module")
+def student_runs(request):
+    """Every selected student edition, two at a time (each notebook pins torch to one thread)."""
+    wanted = [
+        item.callspec.params["path"]
+        for item in request.session.items
+        if getattr(item, "originalname", None)
+        == "test_student_edition_runs_with_only_the_stubs_not_done"
+    ]
+    pool = ThreadPoolExecutor(max_workers=2)
+    yield {path: pool.submit(run_student, path) for path in wanted}
+    pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_student_edition_runs_with_only_the_stubs_not_done(path, student_runs):
+    errors = student_runs[path].result()
+    stubs = [
+        c.source
+        for c in edition("student", path).cells
+        if "raises-exception" in c.metadata.get("tags", [])
+    ]
+    assert [source for source, _, _ in errors] == stubs
+    assert all(
+        ename == "NotImplementedError" and be.NOT_DONE in evalue for _, ename, evalue in errors
+    )
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_text_source_is_in_sync(path):
+    paired = path.with_suffix(".py")
+    assert paired.exists(), f"no {paired.name}: run `make sync`"
+    expected = jupytext.writes(jupytext.read(path), fmt="py:percent")
+    assert paired.read_text(encoding="utf-8") == expected, (
+        f"{paired.name} and {path.name} differ: run `make sync`"
+    )

@@ -1,0 +1,164 @@
+"""Build the student and live editions of the lessons from the instructor notebooks.
+
+The instructor notebooks in notebooks/ are the one source of truth:
+- an exercise cell holds its worked solution between `### BEGIN SOLUTION` and `### END SOLUTION`
+  (nbgrader's markers), after a `# Exercise N: <what to write>` line and before the check;
+- a markdown cell tagged `solution` discusses an answer;
+- a code cell tagged `live` is one an instructor types in front of the class; its first comment
+  line says what to type.
+
+editions/student/: solutions replaced by a stub that raises "not done yet" (the cell is tagged
+`raises-exception`, so a top-to-bottom run reports it and goes on), outputs cleared.
+editions/live/: `live` cells emptied down to their one-line hint, every other cell as executed.
+
+    python tools/build_editions.py          # write both editions
+    python tools/build_editions.py --check  # exit 1 if the committed editions are stale
+"""
+
+import argparse
+import copy
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+EDITIONS = ROOT / "editions"
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+TASK = re.compile(r"^# Exercise (\S+): (.+)$")
+NOT_DONE = "not done yet"
+SOLUTION_MARKDOWN = (
+    "*Your answer here. The discussion of this answer is in the instructor edition.*"
+)
+
+
+def lessons(only=()):
+    """The instructor notebooks, in lesson order (only those numbered in `only`, if given)."""
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return [p for p in paths if not only or p.name[:2] in only]
+
+
+def split_solution(source):
+    """(before, solution, after) lines of an exercise cell's source; ValueError if malformed."""
+    lines = source.split("\n")
+    begins = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    if len(begins) != 1 or len(ends) != 1 or begins[0] > ends[0]:
+        raise ValueError(f"an exercise cell needs one {BEGIN!r} then one {END!r}: {source[:80]!r}")
+    return lines[: begins[0]], lines[begins[0] + 1 : ends[0]], lines[ends[0] + 1 :]
+
+
+def exercise_task(before):
+    """(exercise id, what to write) from the `# Exercise N: ...` line above the solution."""
+    found = [TASK.match(line) for line in before if TASK.match(line)]
+    if len(found) != 1:
+        raise ValueError(
+            f"an exercise cell needs one '# Exercise N: <what to write>' line: {before}"
+        )
+    return found[0].group(1), found[0].group(2)
+
+
+def is_exercise(cell):
+    return cell.cell_type == "code" and BEGIN in cell.source
+
+
+def is_solution_markdown(cell):
+    return cell.cell_type == "markdown" and "solution" in cell.metadata.get("tags", [])
+
+
+def student_stub(source):
+    """The exercise cell with its solution replaced by a stub that says what to write."""
+    before, _, after = split_solution(source)
+    number, task = exercise_task(before)
+    message = (
+        f"Exercise {number} is {NOT_DONE}: {task.rstrip('.')}. Replace this line with your code."
+    )
+    stub = ["# YOUR CODE HERE", f"raise NotImplementedError({message!r})"]
+    return "\n".join(before + stub + after)
+
+
+def live_hint(cell):
+    """The first comment line of a live cell (NBVAL markers skipped): what the instructor types."""
+    for line in cell.source.split("\n"):
+        if line.startswith("#") and "NBVAL" not in line:
+            return line
+    raise ValueError(
+        f"a live cell needs a first comment line saying what to type: {cell.source[:80]!r}"
+    )
+
+
+def add_tag(cell, tag):
+    tags = cell.metadata.setdefault("tags", [])
+    if tag not in tags:
+        tags.append(tag)
+
+
+def student_edition(nb):
+    """Solutions stubbed, solution discussions blanked, every output cleared."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if is_exercise(cell):
+            cell.source = student_stub(cell.source)
+            add_tag(cell, "raises-exception")
+        elif is_solution_markdown(cell):
+            cell.source = SOLUTION_MARKDOWN
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def live_edition(nb):
+    """`live` cells emptied to their hint; every other cell keeps its source and outputs."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "live" in cell.metadata.get("tags", []):
+            cell.source = live_hint(cell) + "  (type this live)"
+            cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def editions(only=()):
+    """{path under editions/: notebook text} for each lesson (or those in `only`), both editions."""
+    built = {}
+    for path in lessons(only):
+        nb = nbformat.read(path, as_version=4)
+        for name, build in [("student", student_edition), ("live", live_edition)]:
+            built[Path(name) / path.name] = nbformat.writes(build(nb)) + "\n"
+    return built
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--check", action="store_true", help="fail if the committed editions are stale"
+    )
+    parser.add_argument("--only", nargs="*", default=(), help="lesson numbers to write, e.g. 05 06")
+    args = parser.parse_args(argv)
+    built = editions(args.only)
+    stale = [
+        p
+        for p, text in built.items()
+        if not (EDITIONS / p).exists() or (EDITIONS / p).read_text(encoding="utf-8") != text
+    ]
+    extra = [
+        p.relative_to(EDITIONS)
+        for p in EDITIONS.glob("*/*.ipynb")
+        if p.relative_to(EDITIONS) not in built and not args.only
+    ]
+    if args.check:
+        for p in stale + extra:
+            print(f"stale: editions/{p}")
+        return 1 if stale or extra else 0
+    for p in extra:
+        (EDITIONS / p).unlink()
+    for p in stale:
+        (EDITIONS / p).parent.mkdir(parents=True, exist_ok=True)
+        (EDITIONS / p).write_text(built[p], encoding="utf-8")
+    print(f"editions/: {len(built)} notebooks, {len(stale)} rewritten, {len(extra)} removed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
