@@ -837,7 +837,9 @@ assert (at[64].loc["short-window"] < at[64].loc["shipped"]).all()  # windows of 
 # `result.value` and `mean_of_texts`.
 
 # %%
-# Exercise 1: store the early checkpoint's corpus perplexity in `ppl_early`, its mean of per-text perplexities in `mean_early`, and the early-over-shipped ratios in `ratio_corpus` and `ratio_mean`.
+# Exercise 1: store the early checkpoint's corpus perplexity in `ppl_early`, its mean of per-text
+#   perplexities in `mean_early`, and the early-over-shipped ratios in `ratio_corpus` and
+#   `ratio_mean`.
 ### BEGIN SOLUTION
 early = ec.load_pretrained(ec.EARLY_CHECKPOINT_PATH)
 res_early = ec.perplexity_eval(early, tok, texts)
@@ -873,7 +875,8 @@ assert 1 < ratio_mean < ratio_corpus, f"expected the early model to look worse u
 # was trained to emit `PAD` only after an answer, never after a plain sentence.
 
 # %%
-# Exercise 2: store the perplexity with no mask at all in `ppl_pads_scored` and the mean NLL of a PAD target in `pad_nll`.
+# Exercise 2: store the perplexity with no mask at all in `ppl_pads_scored` and the mean NLL of a
+#   PAD target in `pad_nll`.
 ### BEGIN SOLUTION
 # BUGGY ON PURPOSE: no mask at all, so PAD targets are scored as if they were text
 ppl_pads_scored = math.exp(float(nll_b.mean()))
@@ -904,7 +907,8 @@ assert abs(math.log(ppl_pads_scored) - mixed) < 1e-4, f"expected exp of the mean
 # $\ln 259$.
 
 # %%
-# Exercise 3: store your predicted perplexity of a uniform model in `expected_ppl`, and evalcore's perplexity and bits per token for it in `uniform_ppl` and `uniform_bits`.
+# Exercise 3: store your predicted perplexity of a uniform model in `expected_ppl`, and evalcore's
+#   perplexity and bits per token for it in `uniform_ppl` and `uniform_bits`.
 ### BEGIN SOLUTION
 expected_ppl = tok.vocab_size  # each token gets probability 1/259, so the mean NLL is ln 259
 uniform = ec.perplexity_eval(lambda ids: torch.zeros(*ids.shape, tok.vocab_size), tok, texts)
@@ -931,7 +935,9 @@ assert abs(math.log(uniform_ppl) - math.log(tok.vocab_size)) < 1e-5, f"expected 
 # context.
 
 # %%
-# Exercise 4: store the perplexities in `short_windows` (index: stride, columns "shipped" and "early"), the worst stride in `worst_stride`, and the number of targets of the second disjoint window with under four tokens of context in `few_context`.
+# Exercise 4: store the perplexities in `short_windows` (index: stride, columns "shipped" and
+#   "early"), the worst stride in `worst_stride`, and the number of targets of the second disjoint
+#   window with under four tokens of context in `few_context`.
 ### BEGIN SOLUTION
 early = ec.load_pretrained(ec.EARLY_CHECKPOINT_PATH)
 short_windows = pd.DataFrame({name: {s: ec.perplexity_eval(m, tok, [long_text], max_len=32, stride=s).value

@@ -658,7 +658,8 @@ assert not any(ec.normalise_squad(r) == "" or ec.normalise_em(r) == "" for r in 
 # and with `em_score(preds, refs, your_function)`.
 
 # %%
-# Exercise 1: define `normalise_em_no_articles`, and store the labels of the policy cases it flips in `flipped_cases` and the model's fixture EM under it in `fixture_em`.
+# Exercise 1: define `normalise_em_no_articles`, and store the labels of the policy cases it flips
+#   in `flipped_cases` and the model's fixture EM under it in `fixture_em`.
 import re
 
 ### BEGIN SOLUTION
@@ -698,7 +699,8 @@ assert abs(fixture_em - em_score(preds, refs, normalise_em_no_articles)) < 1e-9,
 # *Hint:* `p.upper() + "."`; `em_score(...)` with `lambda s: s` and with `ec.normalise_em`.
 
 # %%
-# Exercise 2: store the sentence-style answers in `chatty`, and their EM without and with `ec.normalise_em` in `raw_em` and `norm_em`.
+# Exercise 2: store the sentence-style answers in `chatty`, and their EM without and with
+#   `ec.normalise_em` in `raw_em` and `norm_em`.
 ### BEGIN SOLUTION
 chatty = [p.upper() + "." for p in preds]
 raw_em, norm_em = em_score(chatty, refs, lambda s: s), em_score(chatty, refs, ec.normalise_em)
@@ -726,7 +728,8 @@ assert abs(norm_em - em_score(chatty, refs, ec.normalise_em)) < 1e-9, f"expected
 # *Hint:* think about what deleting a decimal point does to `"3.5"`.
 
 # %%
-# Exercise 3: store a prediction and a reference that are different numbers but match under SQuAD's rules in `false_pred` and `false_ref`.
+# Exercise 3: store a prediction and a reference that are different numbers but match under SQuAD's
+#   rules in `false_pred` and `false_ref`.
 ### BEGIN SOLUTION
 false_pred, false_ref = "3.5", "35"  # SQuAD deletes the point: "3.5" becomes "35"
 print(ec.normalise_squad(false_pred), ec.normalise_squad(false_ref))
@@ -745,7 +748,8 @@ assert ec.exact_match(false_pred, false_ref) == 0.0, f"expected no match under e
 # *Hint:* `str.rstrip` takes a string of characters to strip.
 
 # %%
-# Exercise 4: define `normalise_em_cjk`, and store the labels of the policy cases it fixes in `fixed_cases`.
+# Exercise 4: define `normalise_em_cjk`, and store the labels of the policy cases it fixes in
+#   `fixed_cases`.
 ### BEGIN SOLUTION
 def normalise_em_cjk(text):
     return ec.normalise_em(text).rstrip("。！？ ")

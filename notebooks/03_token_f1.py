@@ -584,7 +584,8 @@ assert paired["ci95"][0] > 0 and paired["n"] == len(fx["f1"]), f"expected a CI a
 # *Hint:* with a list of references, evalcore keeps the best score over the list.
 
 # %%
-# Exercise 1: store the F1 of "Tokyo" against the two references in `best_f1`, and its F1 against each one alone in `per_reference`.
+# Exercise 1: store the F1 of "Tokyo" against the two references in `best_f1`, and its F1 against
+#   each one alone in `per_reference`.
 ### BEGIN SOLUTION
 references = ["Tokyo", "Tokyo is the capital city of Japan."]
 best_f1 = ec.token_f1("Tokyo", references)
@@ -609,7 +610,8 @@ assert best_f1 == max(per_reference), \
 # *Hint:* a `Counter` stores counts, not positions.
 
 # %%
-# Exercise 2: store the sentence with its words reversed in `reversed_sentence`, and its F1 against the original in `reversed_f1`.
+# Exercise 2: store the sentence with its words reversed in `reversed_sentence`, and its F1 against
+#   the original in `reversed_f1`.
 ### BEGIN SOLUTION
 sentence = "Bees produce honey from the nectar of flowers."
 reversed_sentence = " ".join(reversed(sentence.split()))
@@ -637,7 +639,8 @@ assert abs(reversed_f1 - ec.token_f1(reversed_sentence, "Bees produce honey from
 # *Hint:* `fixture_mean(lambda p, r: ec.token_f1(p, r, normalise=no_function_words))`.
 
 # %%
-# Exercise 3: define `no_function_words(text)`, store the mean F1 without function words in `content_f1`, and `result.value` minus it in `free_credit`.
+# Exercise 3: define `no_function_words(text)`, store the mean F1 without function words in
+#   `content_f1`, and `result.value` minus it in `free_credit`.
 ### BEGIN SOLUTION
 def no_function_words(text):
     return " ".join(w for w in ec.normalise_f1(text).split() if w not in FUNCTION_WORDS)
@@ -663,7 +666,8 @@ assert abs(free_credit - (result.value - content_f1)) < 1e-12, f"expected result
 # *Hint:* normalise both first; then look at the empty-case rule, and at the comment in `set_f1`.
 
 # %%
-# Exercise 4: store evalcore's score of "The" against "A" under ec.normalise_squad in `squad_f1`, and define `helm_f1(prediction, reference)`.
+# Exercise 4: store evalcore's score of "The" against "A" under ec.normalise_squad in `squad_f1`,
+#   and define `helm_f1(prediction, reference)`.
 ### BEGIN SOLUTION
 print(repr(ec.normalise_squad("The")), repr(ec.normalise_squad("A")))  # articles dropped: both empty
 squad_f1 = ec.token_f1("The", "A", normalise=ec.normalise_squad)

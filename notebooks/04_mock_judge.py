@@ -537,7 +537,8 @@ assert ec.mock_judge("q", plain, REF)[0] == 5 and ec.mock_judge("q", padded, REF
 # `set(ec.normalise_em(prediction).split()) - STOP` is non-empty before awarding 5.
 
 # %%
-# Exercise 1: define `repaired_lenient_judge(instruction, prediction, reference)`, returning (score, rationale).
+# Exercise 1: define `repaired_lenient_judge(instruction, prediction, reference)`, returning (score,
+#   rationale).
 ### BEGIN SOLUTION
 STOP = {"the", "a", "an", "is", "of"}
 
@@ -573,7 +574,8 @@ assert [repaired_lenient_judge(r["instruction"], r["prediction"], r["reference"]
 # *Hint:* the early model has EM 0.0, so expect no 5s; `.reindex(index=range(1, 6), fill_value=0)`.
 
 # %%
-# Exercise 2: store the early checkpoint's judge_eval result in `early_result`, and the sorted list of scores no answer got in `empty_rows`.
+# Exercise 2: store the early checkpoint's judge_eval result in `early_result`, and the sorted list
+#   of scores no answer got in `empty_rows`.
 ### BEGIN SOLUTION
 early = ec.load_pretrained(ec.EARLY_CHECKPOINT_PATH)
 early_result = ec.judge_eval(early, tok, fx["judge"])
@@ -604,7 +606,8 @@ assert empty_rows == sorted(set(range(1, 6)) - {r["score"] for r in early_result
 # `if`s both work.
 
 # %%
-# Exercise 3: define `shifted_judge(instruction, prediction, reference)` and store its mean score on the shipped model's answers in `shifted_value`.
+# Exercise 3: define `shifted_judge(instruction, prediction, reference)` and store its mean score on
+#   the shipped model's answers in `shifted_value`.
 ### BEGIN SOLUTION
 def shifted_judge(instruction, prediction, reference):
     if ec.exact_match(prediction, reference):
@@ -641,7 +644,8 @@ assert shifted_value >= result.value, f"expected lower thresholds not to lower t
 # *Hint:* `re.search(r"Score:\s*([1-5])\b", text)`.
 
 # %%
-# Exercise 4: define `parse_reply(text)`, returning (score, rationale) or None, and `canned_judge(instruction, prediction, reference)`.
+# Exercise 4: define `parse_reply(text)`, returning (score, rationale) or None, and
+#   `canned_judge(instruction, prediction, reference)`.
 ### BEGIN SOLUTION
 import re
 

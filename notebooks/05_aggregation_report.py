@@ -659,7 +659,8 @@ assert "NaN" not in early_path.read_text(encoding="utf-8")
 # `w`, so its two ends settle the question. Recall the dominance argument of section 4.
 
 # %%
-# Exercise 1: store the margin at judge weight 0 and 1 in `judge_gap_ends`, and whether any judge weight flips the ranking in `judge_can_flip`.
+# Exercise 1: store the margin at judge weight 0 and 1 in `judge_gap_ends`, and whether any judge
+#   weight flips the ranking in `judge_can_flip`.
 ### BEGIN SOLUTION
 judge_gap_ends = tuple(ec.aggregate(results["shipped"], weights=weights_with("judge", w)).score
                        - ec.aggregate(results["early"], weights=weights_with("judge", w)).score
@@ -691,7 +692,8 @@ assert judge_can_flip in (True, False) and not judge_can_flip, f"expected a bool
 # section 4), replace the judge entry, and sum weight × normalised value yourself.
 
 # %%
-# Exercise 2: store each model's aggregate with the judge normalised as (score - 1) / 4 in `floor_scores`, and whether the margin grows in `margin_grows`.
+# Exercise 2: store each model's aggregate with the judge normalised as (score - 1) / 4 in
+#   `floor_scores`, and whether the margin grows in `margin_grows`.
 ### BEGIN SOLUTION
 floor_scores = {}
 for name, rep in reports.items():
@@ -724,7 +726,8 @@ assert margin_grows == (floor_scores["shipped"] - floor_scores["early"] > report
 # has a `corr_with_em` extra that the shipped one lacks, but the gate shouldn't care about extras.
 
 # %%
-# Exercise 3: define `gate(old_path, new_path, tolerance=0.01)`, which raises ValueError if the weights differ and returns whether the new aggregate held up.
+# Exercise 3: define `gate(old_path, new_path, tolerance=0.01)`, which raises ValueError if the
+#   weights differ and returns whether the new aggregate held up.
 ### BEGIN SOLUTION
 def gate(old_path, new_path, tolerance=0.01):
     old, new = (json.loads(Path(p).read_text(encoding="utf-8")) for p in (old_path, new_path))
@@ -754,7 +757,9 @@ assert isinstance(error_of(lambda: gate(path, ec.aggregate(shipped, weights=weig
 # text by its token count: it is `1 / (1 + x)`, where `x` is the token-weighted mean of `ln ppl`.
 
 # %%
-# Exercise 4: store the index of the longest text in `heaviest`, and the normalised corpus perplexity and the mean per-text score of the other texts in `corpus_without` and `mean_without`.
+# Exercise 4: store the index of the longest text in `heaviest`, and the normalised corpus
+#   perplexity and the mean per-text score of the other texts in `corpus_without` and
+#   `mean_without`.
 ### BEGIN SOLUTION
 per_text = ppl_rows.set_index("index")[["n_tokens", "score", "normalised"]]
 per_text["share"] = per_text["n_tokens"] / per_text["n_tokens"].sum()

@@ -991,7 +991,8 @@ assert changes == [] and in_contract == [1, 1], f"expected no changes and [1, 1]
 # and `x10` are the interesting ones.
 
 # %%
-# Exercise 1: define `wrap_last_time`; store the authored ids it fixes in `fixed`, those it breaks in `broken`.
+# Exercise 1: define `wrap_last_time`; store the authored ids it fixes in `fixed`, those it breaks
+#   in `broken`.
 ### BEGIN SOLUTION
 def wrap_last_time(response, notice=None, question=None):
     times = re.findall(r"\b\d\d:\d\d\b", response)
@@ -1038,7 +1039,8 @@ assert fixed and broken, f"expected the last-time wrapper to fix one response an
 # `re.findall(r"\d\d:\d\d", notice)` lists a notice's times.
 
 # %%
-# Exercise 2: store {case id: {time in its notice: mean bits}} in `time_losses`, the ids where the reference is cheapest in `preferred`.
+# Exercise 2: store {case id: {time in its notice: mean bits}} in `time_losses`, the ids where the
+#   reference is cheapest in `preferred`.
 ### BEGIN SOLUTION
 time_losses = {}
 for c in dev:
@@ -1079,7 +1081,8 @@ assert sorted(preferred) == sorted(i for i, d in time_losses.items() if min(d, k
 # notice count.
 
 # %%
-# Exercise 3: store the further all-success units needed, per unit ("cases", "notices") and target (0.9, 0.95), in `needed`.
+# Exercise 3: store the further all-success units needed, per unit ("cases", "notices") and target
+#   (0.9, 0.95), in `needed`.
 ### BEGIN SOLUTION
 units = {"cases": ec.success_rate(rule_res), "notices": ec.success_rate(rule_res, group_key="source_group")}
 needed = {u: {t: ec.cases_needed(r.k, r.n, t) for t in (0.9, 0.95)} for u, r in units.items()}
@@ -1114,7 +1117,8 @@ assert all(m == 0 or ec.wilson_interval(_rates[u].k + m - 1, _rates[u].n + m - 1
 # and the re-scoring cell in section 6 (`previously_exposed`).
 
 # %%
-# Exercise 4: define `weekday_rule(response, notice, question)`; store the reserved ids still unexposed in `fresh`.
+# Exercise 4: define `weekday_rule(response, notice, question)`; store the reserved ids still
+#   unexposed in `fresh`.
 ### BEGIN SOLUTION
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
 
@@ -1168,7 +1172,8 @@ assert sorted(fresh) == sorted(i for i in reserved_ids if i not in log.exposed()
 # place, is clarity ever 0?
 
 # %%
-# Exercise 5: store a rubric in which clarity can change a verdict in `clarity_rubric`; the authored ids whose verdict changes in `changed`.
+# Exercise 5: store a rubric in which clarity can change a verdict in `clarity_rubric`; the authored
+#   ids whose verdict changes in `changed`.
 ### BEGIN SOLUTION
 clarity_rubric = ec.Rubric(weights, gates=("source_support", "clarity"), threshold=0.75)  # format: points only
 for support, fmt in itertools.product([0, 1], repeat=2):

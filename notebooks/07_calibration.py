@@ -669,7 +669,8 @@ assert abs(after.normalised()["calibration"] - (1 - cal.value)) < 1e-12
 # then feed the result to `ec.calibration_result`.
 
 # %%
-# Exercise 1: store the per-token mean log-likelihoods in `mean_ll` and their calibration result in `by_mean`.
+# Exercise 1: store the per-token mean log-likelihoods in `mean_ll` and their calibration result in
+#   `by_mean`.
 ### BEGIN SOLUTION
 flat = ec.completion_logliks(model, tok, [it["question"] for it in items for _ in it["choices"]],
                              [ch for it in items for ch in it["choices"]])
@@ -748,7 +749,8 @@ assert two.extras["temperature"] == 1.0 and two.extras["n_bins"] == 10, \
 # `statistics.quantiles(xs, n=20)[-1]` is the 95th percentile.
 
 # %%
-# Exercise 3: store the calibrated ECEs at n = 20 (confidences like the early checkpoint's) in `early_floor`, their 95th percentile in `early_95`.
+# Exercise 3: store the calibrated ECEs at n = 20 (confidences like the early checkpoint's) in
+#   `early_floor`, their 95th percentile in `early_95`.
 ### BEGIN SOLUTION
 early_confs = [r["confidence"] for r in early.per_example]
 rng3 = random.Random(0)
@@ -789,7 +791,8 @@ assert 0.11 < statistics.mean(early_floor) < 0.17, \
 # 50 log-spaced values from 0.01 to 1000 is enough, and it must be the same grid for both fits.
 
 # %%
-# Exercise 4: store the per-split held-out ECE, honest fit minus in-sample fit, in `ece_gap`, and the share of splits where it is > 0 in `ece_better`.
+# Exercise 4: store the per-split held-out ECE, honest fit minus in-sample fit, in `ece_gap`, and
+#   the share of splits where it is > 0 in `ece_better`.
 ### BEGIN SOLUTION
 grid = [float(t) for t in torch.logspace(-2, 3, 51, dtype=torch.float64)]
 conf_at = {t: [r["confidence"] for r in ec.calibration_result(items, logliks, temperature=t).per_example]

@@ -481,7 +481,8 @@ assert after.normalised()["robustness"] == mild.value
 # France.", but it also gives partial credit to the *clean* answers that EM calls wrong.
 
 # %%
-# Exercise 1: store the token F1 drop per perturbation in `f1_drop` and the perturbations F1 judges more gently than EM in `gentler`.
+# Exercise 1: store the token F1 drop per perturbation in `f1_drop` and the perturbations F1 judges
+#   more gently than EM in `gentler`.
 ### BEGIN SOLUTION
 rob_f1 = ec.robustness_eval(model, tok, pairs, metric=ec.token_f1)
 f1_drop = rob_f1.extras["drop"]
@@ -582,7 +583,8 @@ assert framing_drop <= 0 < x["drop"]["paraphrase"], f"expected the trained frami
 # *Hint:* `extras["per_perturbation"]` for each seed, into a DataFrame.
 
 # %%
-# Exercise 4: store EM per seed (rows) and perturbation (columns) in `per_seed`, and the perturbations on both sides of clean in `straddles`.
+# Exercise 4: store EM per seed (rows) and perturbation (columns) in `per_seed`, and the
+#   perturbations on both sides of clean in `straddles`.
 ### BEGIN SOLUTION
 fixed = ["lowercase", "uppercase", "contraction", "expansion"]
 assert all(ec.PERTURBATIONS[n](q, seed=0) == ec.PERTURBATIONS[n](q, seed=1)

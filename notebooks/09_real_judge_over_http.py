@@ -518,7 +518,8 @@ assert patient_verdict[0] in range(1, 6), f"expected a verdict with a score from
 # *Hint:* read `ec.mock_judge`'s first line.
 
 # %%
-# Exercise 2: store the agreement at pass_score=5 in `strict` and the number of 5s in `direct` in `n_five`.
+# Exercise 2: store the agreement at pass_score=5 in `strict` and the number of 5s in `direct` in
+#   `n_five`.
 ### BEGIN SOLUTION
 strict = ec.judge_metric_agreement(direct, pass_score=5)
 n_five = sum(r["score"] == 5 for r in direct.per_example)
@@ -574,7 +575,8 @@ assert harder["up"] == 0, f"expected padding never to raise a score; {harder['up
 # *Hint:* set `cache_dir` so that re-runs are free, and keep `max_retries` small while you experiment.
 
 # %%
-# Exercise 4: store your HTTP judge in `my_judge` and its eval, verbosity check and agreement with `direct` in `mine`, `mine_padded` and `mine_pair`.
+# Exercise 4: store your HTTP judge in `my_judge` and its eval, verbosity check and agreement with
+#   `direct` in `mine`, `mine_padded` and `mine_pair`.
 ### BEGIN SOLUTION
 def generous_judge(instruction, prediction, reference):
     # the mock judge, one point kinder (at most 5)

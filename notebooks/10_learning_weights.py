@@ -541,7 +541,8 @@ assert all(w["exact_match"] > 0.2 for w in misplaced["weights"])  # refitted wit
 # *early*?
 
 # %%
-# Exercise 1: store the six models' results in `six`, your order of the six in `order6`, and the fit in `fit6`.
+# Exercise 1: store the six models' results in `six`, your order of the six in `order6`, and the fit
+#   in `fit6`.
 ### BEGIN SOLUTION
 early_T = ec.perplexity_eval(at_temperature(early, 1.5), tok, fx["lm"])
 six = {**five, "early T=1.5": [early_T] + list(results["early"][1:])}  # same answers as early
@@ -578,7 +579,8 @@ assert fit6.realisable and all(fit6.scores[a] > fit6.scores[b] for a, b in zip(o
 # *Hint:* `table` holds every model's normalised values; the eval names are in `evals`.
 
 # %%
-# Exercise 2: store your order in `prefers_prefix`, its fit in `fit_prefix`, and prefix minus shipped per eval in `prefix_gap`.
+# Exercise 2: store your order in `prefers_prefix`, its fit in `fit_prefix`, and prefix minus
+#   shipped per eval in `prefix_gap`.
 ### BEGIN SOLUTION
 prefers_prefix = ["shipped T=1.5", "shipped+prefix", "shipped", "shipped+cut", "early"]
 fit_prefix = ec.fit_weights(five, prefers_prefix)
@@ -608,7 +610,8 @@ assert set(prefix_gap) == set(evals) and all(abs(prefix_gap[e] - (table.loc["shi
 # *Hint:* `ec.leave_one_model_out` passes extra keyword arguments on to `fit_weights`.
 
 # %%
-# Exercise 3: store the leave-one-model-out table with margin_share=1.0 in `lomo_max` and its number of correctly placed models in `n_placed_max`.
+# Exercise 3: store the leave-one-model-out table with margin_share=1.0 in `lomo_max` and its number
+#   of correctly placed models in `n_placed_max`.
 ### BEGIN SOLUTION
 lomo_max = pd.DataFrame(ec.leave_one_model_out(five, order, margin_share=1.0))
 print(lomo_max[["held_out", "preferred_rank", "rank", "placed"]])
@@ -643,7 +646,8 @@ assert n_placed_max == int(lomo_max["placed"].sum()), f"expected the number of T
 # constraints. Does it matter which three you keep?
 
 # %%
-# Exercise 4: store the share for the five models in `share5`, your three models in `three`, and their share in `share3`.
+# Exercise 4: store the share for the five models in `share5`, your three models in `three`, and
+#   their share in `share3`.
 ### BEGIN SOLUTION
 torch.manual_seed(0)
 draws_w = torch.distributions.Dirichlet(torch.ones(4, dtype=torch.float64)).sample((10_000,))  # (N, 4)

@@ -822,7 +822,8 @@ print(f"acc_norm gains {len(gained)} items and loses {len(lost)} "
 # `res_bpe.extras`).
 
 # %%
-# Exercise 1: store the hand-derived bits per byte in `by_hand` (keys "TinyGPT", "BPE GPT-2") and the name of the uniform model that looks better in `looks_better`.
+# Exercise 1: store the hand-derived bits per byte in `by_hand` (keys "TinyGPT", "BPE GPT-2") and
+#   the name of the uniform model that looks better in `looks_better`.
 ### BEGIN SOLUTION
 n_tok = {"TinyGPT": res_tiny.extras["total_tokens"], "BPE GPT-2": res_bpe.extras["total_tokens"]}
 n_bytes = res_tiny.extras["total_bytes"]
@@ -861,7 +862,8 @@ assert looks_better == min(by_hand, key=by_hand.get), f"expected the name of the
 # scored)` pairs, the closing token included; `items` and `mc` are from section 7.
 
 # %%
-# Exercise 2: store the per-token accuracy in `acc_tok` and, per item, each choice's number of scored tokens in `n_scored` (both dicts with keys "TinyGPT", "BPE GPT-2").
+# Exercise 2: store the per-token accuracy in `acc_tok` and, per item, each choice's number of
+#   scored tokens in `n_scored` (both dicts with keys "TinyGPT", "BPE GPT-2").
 ### BEGIN SOLUTION
 def acc_per_token(m, t):
     flat = [(it["question"], c) for it in items for c in it["choices"]]
@@ -911,7 +913,8 @@ assert all(abs(acc_tok[n] - np.mean([np.argmax(np.array(ll) / np.array(k)) == it
 # scored token.
 
 # %%
-# Exercise 3: store the perplexity per token in `ppl_short` and bits per byte in `bpb_short` (keys "no BOS", "BOS"), and the first token's share of the NLL with BOS in `first_share`.
+# Exercise 3: store the perplexity per token in `ppl_short` and bits per byte in `bpb_short` (keys
+#   "no BOS", "BOS"), and the first token's share of the NLL with BOS in `first_share`.
 ### BEGIN SOLUTION
 short = texts[7]
 one = {label: ec.perplexity_eval(hf_model, t, [short]) for label, t in [("no BOS", hf_tok), ("BOS", hf_tok_bos)]}
@@ -953,7 +956,8 @@ assert abs(first_share - res_bos.per_example[7]["token_nll"][0] / res_bos.per_ex
 # *Hint:* both models divide the same kind of total by the same count.
 
 # %%
-# Exercise 4: store the word perplexities in `word_ppl` (keys "TinyGPT", "BPE GPT-2") and whether they rank the models as bits per byte does in `same_order`.
+# Exercise 4: store the word perplexities in `word_ppl` (keys "TinyGPT", "BPE GPT-2") and whether
+#   they rank the models as bits per byte does in `same_order`.
 ### BEGIN SOLUTION
 n_words = sum(len(t.split()) for t in texts)
 word_ppl = {name: math.exp(r.extras["total_nll"] / n_words) for name, r in zip(names, (res_tiny, res_bpe))}

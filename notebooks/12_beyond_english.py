@@ -82,7 +82,7 @@ pd.DataFrame(qa[0]["predictions"])
 # ## 1. Whitespace tokens on a language without spaces
 #
 # `ec.token_f1` splits the normalised text on whitespace (lesson 3). A Chinese sentence has no spaces,
-# so the whole answer is one token. The example: "Paris is the capital of France" written in
+# so the whole answer is one token. The standard example: "Paris is the capital of France" written in
 # two word orders. Every character is shared, but as one token each they differ.
 
 # %%
@@ -236,7 +236,7 @@ def cmrc_f1(prediction, references):
     return max(scores)
 
 # %% [markdown]
-# First the example, then the two wrong answers that the bag scored 1.0 and 0.7.
+# First the Paris example, then the two wrong answers that the bag scored 1.0 and 0.7.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -566,7 +566,8 @@ for name in ["TinyGPT", "BPE GPT-2"]:
 # F1 = 2 · overlap / (len(prediction) + len(reference)).
 
 # %%
-# Exercise 1: store the bag overlap of the two segmentations in `overlap_by_hand`, and the F1 in `f1_by_hand`.
+# Exercise 1: store the bag overlap of the two segmentations in `overlap_by_hand`, and the F1 in
+#   `f1_by_hand`.
 ### BEGIN SOLUTION
 pred_segments = ec.segment_mixed("它最后流进了东湖")
 ref_segments = ec.segment_mixed("白鹭河最后流入东湖")
@@ -619,7 +620,8 @@ assert ec.exact_match("Paris.", "paris", normalise=normalise_tr) == 1.0 and \
 # *Hint:* the total loss is in nats in `extras["total_nll"]`; divide by `math.log(2)` for bits.
 
 # %%
-# Exercise 3: store TinyGPT's total Chinese loss in bits per UTF-16 code unit in `bits_per_utf16_unit`.
+# Exercise 3: store TinyGPT's total Chinese loss in bits per UTF-16 code unit in
+#   `bits_per_utf16_unit`.
 ### BEGIN SOLUTION
 zh_extras = results["TinyGPT", "zh"].extras
 utf16_units = sum(len(t.encode("utf-16-le")) // 2 for t in texts["zh"])

@@ -78,10 +78,14 @@ def test_extra_whitespace_only_adds_spaces():
 
 def test_contractions_and_expansions():
     assert (
-        ec.use_contractions("What is the capital? It is not Rome.") == "What's the capital? It's not Rome."
+        ec.use_contractions("What is the capital? It is not Rome.")
+        == "What's the capital? It's not Rome."
     )
     assert ec.use_contractions("This is not it.") == "This isn't it."
-    assert ec.use_contractions(QUESTION) == "What's the capital of France? It's not Rome, and they're sure."
+    assert (
+        ec.use_contractions(QUESTION)
+        == "What's the capital of France? It's not Rome, and they're sure."
+    )
     assert ec.expand_contractions("What's up? I don't know.") == "What is up? I do not know."
     assert (
         ec.expand_contractions("Japan's capital is which city?") == "Japan's capital is which city?"

@@ -17,8 +17,10 @@ editions/live/: `live` cells emptied down to their one-line hint, every other ce
 
 import argparse
 import copy
+import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -51,13 +53,19 @@ def split_solution(source):
 
 
 def exercise_task(before):
-    """(exercise id, what to write) from the `# Exercise N: ...` line above the solution."""
-    found = [TASK.match(line) for line in before if TASK.match(line)]
-    if len(found) != 1:
+    """(exercise id, what to write) from the `# Exercise N: ...` comment above the solution, with
+    any `#   ...` continuation lines that follow it."""
+    starts = [i for i, line in enumerate(before) if TASK.match(line)]
+    if len(starts) != 1:
         raise ValueError(
             f"an exercise cell needs one '# Exercise N: <what to write>' line: {before}"
         )
-    return found[0].group(1), found[0].group(2)
+    number, task = TASK.match(before[starts[0]]).groups()
+    for line in before[starts[0] + 1 :]:
+        if not line.startswith("#   "):
+            break
+        task += " " + line[1:].strip()
+    return number, task
 
 
 def is_exercise(cell):
@@ -73,9 +81,11 @@ def student_stub(source):
     before, _, after = split_solution(source)
     number, task = exercise_task(before)
     message = (
-        f"Exercise {number} is {NOT_DONE}: {task.rstrip('.')}. Replace this line with your code."
+        f"Exercise {number} is {NOT_DONE}: {task.rstrip('.')}. Replace these lines with your code."
     )
-    stub = ["# YOUR CODE HERE", f"raise NotImplementedError({message!r})"]
+    pieces = textwrap.wrap(message, width=88, drop_whitespace=False, break_on_hyphens=False)
+    stub = ["# YOUR CODE HERE", "raise NotImplementedError("]
+    stub += ["    " + json.dumps(piece, ensure_ascii=False) for piece in pieces] + [")"]
     return "\n".join(before + stub + after)
 
 
