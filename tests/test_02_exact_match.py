@@ -305,6 +305,14 @@ PAIRS = [
     ("Describe Tokyo.", "Tokyo is the capital of Japan."),
 ]
 ANSWERS = ["paris.", "Eight", "Jupiter", "Tokyo is the capital city of Japan."]
+RECORD_KEYS = {
+    "instruction",
+    "prediction",
+    "reference",
+    "score",
+    "prediction_normalised",
+    "reference_normalised",
+}  # what both generation evals record per example
 
 
 @pytest.fixture
@@ -326,14 +334,7 @@ def test_exact_match_eval_records(fixed_answers, tok):
     assert [r["score"] for r in result.per_example] == [1.0, 1.0, 0.0, 0.0]
     assert result.value == 0.5
     rec = result.per_example[1]
-    assert {
-        "instruction",
-        "prediction",
-        "reference",
-        "score",
-        "prediction_normalised",
-        "reference_normalised",
-    } <= set(rec)
+    assert RECORD_KEYS <= set(rec)
     assert rec["instruction"] == PAIRS[1][0] and rec["prediction"] == "Eight"
     assert rec["reference"] == ["8", "eight"]
     assert rec["prediction_normalised"] == "eight"
@@ -353,14 +354,7 @@ def test_token_f1_eval_records(fixed_answers, tok):
     rec = result.per_example[3]
     assert rec["precision"] == pytest.approx(6 / 7, abs=1e-15)
     assert rec["recall"] == 1.0
-    assert {
-        "instruction",
-        "prediction",
-        "reference",
-        "score",
-        "prediction_normalised",
-        "reference_normalised",
-    } <= set(rec)
+    assert RECORD_KEYS <= set(rec)
 
 
 def test_evals_on_a_real_tiny_model(random_model, tok):
