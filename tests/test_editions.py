@@ -178,3 +178,38 @@ def test_text_source_is_in_sync(path):
     assert paired.read_text(encoding="utf-8") == expected, (
         f"{paired.name} and {path.name} differ: run `make sync`"
     )
+
+
+CELL = """# Exercise 2: store the answer in `x`, and
+#   its square in `y`.
+### BEGIN SOLUTION
+x = 3
+y = x * x
+### END SOLUTION
+assert y == x * x, f"expected y to be x squared; got {y!r}\""""
+
+
+def test_the_stub_says_what_to_write_and_keeps_the_check():
+    stub = be.student_stub(CELL)
+    assert "x = 3" not in stub and be.BEGIN not in stub
+    assert stub.startswith(CELL.split(be.BEGIN)[0]) and stub.endswith(CELL.split(be.END)[1])
+    with pytest.raises(
+        NotImplementedError,
+        match="Exercise 2 is not done yet: store the answer in "
+        r"`x`, and its square in `y`\. Replace these lines",
+    ):
+        exec(stub, {})
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        CELL.replace(be.END, ""),  # no end marker
+        CELL.replace(be.BEGIN, be.END + "\n" + be.BEGIN, 1),  # end before begin
+        CELL.replace("# Exercise 2: ", "# Task: "),  # no task line
+        CELL + "\n" + be.BEGIN + "\n" + be.END,  # two solutions in one cell
+    ],
+)
+def test_malformed_exercise_cells_are_value_errors(source):
+    with pytest.raises(ValueError):
+        be.student_stub(source)
