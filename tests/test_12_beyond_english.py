@@ -1,6 +1,7 @@
 """Lesson 12 (notebooks/12_beyond_english.ipynb): token F1 on text without spaces, NFKC, bits per
 character."""
 
+import json
 import math
 
 import pytest
@@ -168,3 +169,41 @@ def test_bits_per_char_hand_case(tok):
     assert result.per_example[0]["n_chars"] == 11
     assert result.extras["bits_per_byte"] == pytest.approx(bits / 15, rel=1e-6)
     assert result.extras["bits_per_char"] == pytest.approx(bits / 11, rel=1e-6)
+
+
+def test_the_lesson_fixture_loads_deterministically_with_every_kind():
+    data = ec.load_beyond_english()
+    assert data == ec.load_beyond_english()
+    assert len(data["qa"]) >= 10 and len(data["parallel"]) >= 5
+    for item in data["qa"]:
+        assert set(ec.PREDICTION_KINDS) <= {p["kind"] for p in item["predictions"]}, item["id"]
+    assert sum(item["language"] == "zh" for item in data["qa"]) >= 10
+
+
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        ({"qa": [{"id": "x"}], "parallel": []}, r"qa\[0\] must be a dict with keys"),
+        (
+            {
+                "qa": [
+                    {
+                        "id": "x",
+                        "language": "zh",
+                        "question": "q",
+                        "references": ["a"],
+                        "predictions": [{"kind": "right", "text": "a"}],
+                    }
+                ],
+                "parallel": [],
+            },
+            r"qa\[0\] \(x\) needs a prediction of each kind",
+        ),
+        ({"qa": [], "parallel": [{"en": "a", "zh": ""}]}, r"parallel\[0\] must hold non-empty"),
+    ],
+)
+def test_a_malformed_fixture_is_a_value_error(tmp_path, broken, message):
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        ec.load_beyond_english(path)
