@@ -29,8 +29,8 @@ format: $(STAMP)  ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-lab: $(STAMP)  ## open the lessons in JupyterLab; jupytext keeps each .ipynb and its .py in step on save
-	$(BIN)/jupyter lab notebooks/
+lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, editions/); saving a lesson writes its .py too
+	$(BIN)/jupyter lab --ServerApp.root_dir=.
 
 bench: $(STAMP)  ## performance figures, as ratios against baselines measured in the same run
 	$(BIN)/python benchmarks/bench_evalcore.py
