@@ -1459,7 +1459,7 @@ def normalise_f1(text, nfkc=False):
     nfkc=True, Unicode NFKC first: full-width "ＡＢＣ" -> "abc", "①" -> "1", "ﬁ" -> "fi".
 
     Lesson 03."""
-    return _collapse(unicodedata.normalize("NFKC", text) if nfkc else text)
+    return _nfkc_first(_collapse, nfkc)(text)
 
 
 def f1_counts(prediction, reference, normalise=normalise_f1, segmentation="whitespace", nfkc=False):
@@ -1628,26 +1628,21 @@ class EvalSpec(NamedTuple):
 
     default_weight: float  # its share of the aggregate when no weights are given
     to_unit: Callable  # its value -> [0, 1], higher is better (NaN and clipping handled outside)
-    lesson: str  # the notebook that teaches it
-    may_be_unscored: bool = (
-        False  # examples can go unscored (a judge over HTTP): report n scored/total
-    )
+    may_be_unscored: bool = False  # examples can go unscored (HTTP judge): report n scored/total
 
 
-# The one table of evals. A new eval: one entry here, one lesson section, one test file.
+# The one table of evals, with the lesson that teaches each. A new eval: one entry here, one lesson
+# section, one test file.
 EVALS = {
-    "perplexity": EvalSpec(0.2, _perplexity_to_unit, "01_perplexity_pitfalls"),  # 1 / (1 + ln ppl)
-    "exact_match": EvalSpec(0.3, float, "02_exact_match_normalisation"),
-    "token_f1": EvalSpec(0.3, float, "03_token_f1"),
-    "judge": EvalSpec(0.2, lambda score: score / 5, "04_mock_judge", may_be_unscored=True),
-    "calibration": EvalSpec(
-        0.0, lambda ece: 1.0 - ece, "07_calibration"
-    ),  # joins only when weighted
-    # the mean worst-case score over clean and perturbed inputs: absolute, no 0/0 when never right
-    "robustness": EvalSpec(0.0, float, "08_robustness"),
+    "perplexity": EvalSpec(0.2, _perplexity_to_unit),  # lesson 01: 1 / (1 + ln ppl)
+    "exact_match": EvalSpec(0.3, float),  # lesson 02
+    "token_f1": EvalSpec(0.3, float),  # lesson 03
+    "judge": EvalSpec(0.2, lambda score: score / 5, may_be_unscored=True),  # lesson 04
+    "calibration": EvalSpec(0.0, lambda ece: 1.0 - ece),  # lesson 07; joins only when weighted
+    # lesson 08: the mean worst-case score over clean and perturbed inputs, an absolute score (no
+    # 0/0 for a model that is never right); joins only when weighted
+    "robustness": EvalSpec(0.0, float),
 }
-
-
 DEFAULT_WEIGHTS = {name: spec.default_weight for name, spec in EVALS.items()}
 
 

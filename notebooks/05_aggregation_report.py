@@ -70,14 +70,8 @@ models = {"shipped": ec.load_pretrained(), "early": ec.load_pretrained(ec.EARLY_
 steps = (ec.CHECKPOINT_STEPS, ec.EARLY_CHECKPOINT_STEPS)
 assert steps == (600, 100), f"expected (600, 100) training steps, got {steps}"  # the steps quoted above
 
-
-def run_four(model):
-    # The four evals of lessons 01-04 on one model, as a list of EvalResults.
-    return [ec.perplexity_eval(model, tok, fx["lm"]), ec.exact_match_eval(model, tok, fx["em"]),
-            ec.token_f1_eval(model, tok, fx["f1"]), ec.judge_eval(model, tok, fx["judge"])]
-
-
-results = {name: run_four(m) for name, m in models.items()}
+# ec.core_evals: the four evals of lessons 01-04 on one model, as a list of EvalResults
+results = {name: ec.core_evals(m, tok, fx) for name, m in models.items()}
 value = {name: {r.name: r.value for r in rs} for name, rs in results.items()}
 
 

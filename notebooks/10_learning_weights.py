@@ -136,15 +136,11 @@ pd.DataFrame({name: ec.generate(models[name], tok, show, max_new_tokens=64) for 
 # Now every model gets the four evals on the same fixtures (about ten seconds on one core):
 
 # %%
-def evaluate(model):
-    n = 64 if isinstance(model, PostProcessed) else 48  # room for what a wrapper adds, e.g. "Answer: "
-    return [ec.perplexity_eval(model, tok, fx["lm"]),
-            ec.exact_match_eval(model, tok, fx["em"], max_new_tokens=n),
-            ec.token_f1_eval(model, tok, fx["f1"], max_new_tokens=n),
-            ec.judge_eval(model, tok, fx["judge"], max_new_tokens=n)]
+def room(model):
+    return 64 if isinstance(model, PostProcessed) else 48  # for what a wrapper adds, e.g. "Answer: "
 
 
-results = {name: evaluate(m) for name, m in models.items()}
+results = {name: ec.core_evals(m, tok, fx, max_new_tokens=room(m)) for name, m in models.items()}
 assert results["shipped+tidy"][0].value == results["shipped"][0].value  # wrappers keep perplexity
 assert results["shipped T=1.5"][1].value == results["shipped"][1].value  # temperature keeps answers
 

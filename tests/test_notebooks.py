@@ -1,13 +1,12 @@
 """Structure checks on the committed lessons; nbval (same pytest run) re-executes them."""
 
 import json
-from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted(
-    (Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")
-)
+import build_editions
+
+NOTEBOOKS = build_editions.lessons()
 
 
 def code_cells(path):
