@@ -2740,9 +2740,11 @@ def multiple_choice_items(k=4, seed=SEED):
     return items
 
 
-def completion_logliks(model, tok, instructions, completions, batch_size=16):
-    """(log-likelihood in nats, tokens scored) of each completion and the token that closes it
-    (TinyGPT's PAD) after the instruction's prompt: teacher forcing, through token_losses.
+def completion_logliks(model, tok, instructions, completions, batch_size=16, end_token=False):
+    """(log-likelihood in nats, tokens scored) of each completion after the instruction's prompt:
+    teacher forcing, through token_losses. end_token=True also scores the token that closes the
+    answer (TinyGPT's PAD, a Hugging Face model's EOS); the default leaves it out, as
+    lm-evaluation-harness scores a multiple-choice continuation (lm_eval/api/task.py).
 
     Lesson 07."""
     _check_strings("instructions", instructions)
@@ -2751,10 +2753,13 @@ def completion_logliks(model, tok, instructions, completions, batch_size=16):
             f"completions must be a list of {len(instructions)} str, got {completions!r}"
         )
     _positive_int("batch_size", batch_size)
+    if not end_token and "" in completions:
+        i = list(completions).index("")
+        raise ValueError(f"completions[{i}] is empty: with end_token=False no token is scored")
     windows = []
     for q, c in zip(instructions, completions):
-        prompt = tok.encode_prompt(q)
-        windows.append((prompt + tok.encode_answer(c), len(prompt)))
+        prompt, answer = tok.encode_prompt(q), tok.encode_answer(c)  # answer ends in its closing id
+        windows.append((prompt + (answer if end_token else answer[:-1]), len(prompt)))
     losses = token_losses(model, windows, batch_size, tok.pad_id)
     return [(-float(nll.sum()), len(nll)) for nll in losses]
 
@@ -2776,14 +2781,15 @@ def _check_items(items):
             )
 
 
-def choice_logliks(model, tok, items, batch_size=16):
-    """Per item, the log-likelihood of each choice given the question (summed over its tokens).
+def choice_logliks(model, tok, items, batch_size=16, end_token=False):
+    """Per item, the log-likelihood of each choice given the question (summed over its tokens);
+    end_token as in completion_logliks (default: lm-evaluation-harness's rule, no closing token).
 
     Lesson 07."""
     _check_items(items)
     flat = [(it["question"], c) for it in items for c in it["choices"]]
     questions, choices = [q for q, _ in flat], [c for _, c in flat]
-    scored = iter(completion_logliks(model, tok, questions, choices, batch_size))
+    scored = iter(completion_logliks(model, tok, questions, choices, batch_size, end_token))
     return [[next(scored)[0] for _ in it["choices"]] for it in items]
 
 
@@ -2998,7 +3004,7 @@ def answer_confidences(model, tok, instructions, answers, reduce="mean"):
     Lesson 07."""
     if reduce not in ("mean", "product"):
         raise ValueError(f"reduce must be 'mean' or 'product', got {reduce!r}")
-    scored = completion_logliks(model, tok, instructions, answers)
+    scored = completion_logliks(model, tok, instructions, answers, end_token=True)
     return [math.exp(ll / n) if reduce == "mean" else math.exp(ll) for ll, n in scored]
 
 

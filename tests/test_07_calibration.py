@@ -224,15 +224,23 @@ def test_multiple_choice_items_are_deterministic_given_the_seed():
 
 def test_completion_logliks_match_a_direct_teacher_forced_forward(tok):
     model = make_tiny(seed=4)
-    ((ll, n),) = ec.completion_logliks(model, tok, ["Name a city."], ["Rome"])
     prompt = tok.encode_prompt("Name a city.")
     ids = torch.tensor([prompt + tok.encode("Rome") + [tok.pad_id]])
     with torch.no_grad():
         logp = torch.log_softmax(model(ids[:, :-1]).double(), dim=-1)[0]
-    want = sum(float(logp[t - 1, ids[0, t]]) for t in range(len(prompt), ids.shape[1]))
-    assert n == len("Rome") + 1 and ll == pytest.approx(want, abs=1e-5)
+    per_token = [float(logp[t - 1, ids[0, t]]) for t in range(len(prompt), ids.shape[1])]
+    # default: lm-evaluation-harness's rule, the answer's own tokens only
+    ((ll, n),) = ec.completion_logliks(model, tok, ["Name a city."], ["Rome"])
+    assert n == len("Rome") and ll == pytest.approx(sum(per_token[:-1]), abs=1e-5)
+    # end_token=True: the closing PAD as well
+    ((ll, n),) = ec.completion_logliks(model, tok, ["Name a city."], ["Rome"], end_token=True)
+    assert n == len("Rome") + 1 and ll == pytest.approx(sum(per_token), abs=1e-5)
     with pytest.raises(ValueError, match="completions"):
         ec.completion_logliks(model, tok, ["a", "b"], ["x"])
+    with pytest.raises(ValueError, match=r"completions\[1\] is empty"):
+        ec.completion_logliks(model, tok, ["a", "b"], ["x", ""])
+    ((ll, n),) = ec.completion_logliks(model, tok, ["a"], [""], end_token=True)
+    assert n == 1 and ll < 0  # the closing token alone is still something to score
 
 
 def test_choice_logliks_are_batch_independent(tok):

@@ -269,18 +269,19 @@ def test_every_eval_runs_on_the_shipped_hf_model(shipped):
     assert len(ref.bits) == len(tok.encode("Mars")) and ref.mean_bits > 0
 
 
-def test_choice_logliks_score_the_answer_and_its_eos(shipped):
+def test_choice_logliks_score_the_answer_and_optionally_its_eos(shipped):
     model, tok = shipped
     item = {"question": "Which planet is red?", "choices": ["Mars", "Jupiter"], "gold": 0}
-    ((ll_mars, ll_jupiter),) = ec.choice_logliks(model, tok, [item])
     prompt = tok.encode_prompt(item["question"])
-    ids = torch.tensor([prompt + tok.encode_answer("Mars")])
+    answer = tok.encode(" Mars")  # lm-evaluation-harness's continuation: delimiter + choice
+    ids = torch.tensor([prompt + answer + [tok.eos_id]])
     with torch.no_grad():
         logp = F.log_softmax(model.hf(ids).logits[0, :-1].double(), -1)
-    expected = float(
-        logp[torch.arange(len(prompt) - 1, ids.shape[1] - 1), ids[0, len(prompt) :]].sum()
-    )
-    assert ll_mars == pytest.approx(expected, abs=1e-4)
+    per_token = logp[torch.arange(len(prompt) - 1, ids.shape[1] - 1), ids[0, len(prompt) :]]
+    ((ll_mars, _),) = ec.choice_logliks(model, tok, [item])
+    assert ll_mars == pytest.approx(float(per_token[:-1].sum()), abs=1e-4)
+    ((ll_mars, _),) = ec.choice_logliks(model, tok, [item], end_token=True)
+    assert ll_mars == pytest.approx(float(per_token.sum()), abs=1e-4)
 
 
 # ----------------------------------------------------------------------------------------------
