@@ -30,8 +30,8 @@ Lesson 06 · Evidence and protocol  (notebooks/06_evidence_and_protocol.ipynb)
     source_support, anchored_clarity, rubric_labels, Rubric, rubric_score, percent_agreement,
     cohen_kappa, confusion_table, load_raters, rater_labels, rater_disputes, score_development,
     ProtocolLog, protocol_body, freeze_protocol, reveal_reserved, wilson_interval, Rate,
-    success_rate, rate_table, cases_needed, critical_failures, decision_brief, load_recording,
-    recorded_responses
+    success_rate, all_right_rate, rate_table, cases_needed, critical_failures, decision_brief,
+    load_recording, recorded_responses
 Lesson 07 · Calibration  (notebooks/07_calibration.ipynb)
     multiple_choice_items, completion_logliks, choice_logliks, choice_probabilities,
     calibration_bins, expected_calibration_error, max_calibration_error, TemperatureAtGridEdge,
@@ -118,8 +118,8 @@ __all__ = [
     "percent_agreement", "cohen_kappa", "confusion_table", "load_raters", "rater_labels",
     "rater_disputes", "score_development", "ProtocolLog", "PROTOCOL_FIELDS", "protocol_body",
     "freeze_protocol", "reveal_reserved", "Z95", "wilson_interval", "Rate", "success_rate",
-    "rate_table", "cases_needed", "critical_failures", "decision_brief", "load_recording",
-    "recorded_responses",
+    "all_right_rate", "rate_table", "cases_needed", "critical_failures", "decision_brief",
+    "load_recording", "recorded_responses",
     # Lesson 07 · Calibration
     "MULTIPLE_CHOICE_PATH", "BINNINGS", "multiple_choice_items", "completion_logliks",
     "choice_logliks", "choice_probabilities", "calibration_bins", "expected_calibration_error",
@@ -2713,25 +2713,30 @@ def wilson_interval(k, n, z=Z95):
     Lesson 06."""
     _check_number("n", n, 1, integer=True)
     _check_number("k", k, 0, n, integer=True)
-    p = k / n
+    return _wilson_bounds(k / n, n, z)
+
+
+def _wilson_bounds(p, n, z=Z95):
+    """Wilson's score interval at observed share p of n trials (n may be an effective size)."""
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # exactly 0 at k = 0 and 1 at k = n, where rounding would leave a few 1e-17 behind
-    return (0.0 if k == 0 else max(0.0, centre - half)), (
-        1.0 if k == n else min(1.0, centre + half)
+    # exactly 0 at p = 0 and 1 at p = 1, where rounding would leave a few 1e-17 behind
+    return (0.0 if p == 0 else max(0.0, centre - half)), (
+        1.0 if p == 1 else min(1.0, centre + half)
     )
 
 
 @dataclass(frozen=True)
 class Rate:
-    """A success rate as numerator/denominator with its 95% Wilson score interval.
+    """A success rate as numerator/denominator with its 95% interval and how it was made.
 
     Lesson 06."""
 
     k: int  # successes
-    n: int  # cases
-    low: float  # 95% Wilson interval
+    n: int  # cases (or groups, for all_right_rate)
+    low: float  # 95% interval
     high: float
+    method: str = "Wilson"  # "Wilson", or the cluster bootstrap and its number of groups
 
     @property
     def value(self):
@@ -2739,27 +2744,55 @@ class Rate:
         return self.k / self.n
 
     def __str__(self):
-        return (
-            f"{self.k}/{self.n} = {self.value:.0%} "
-            f"(95% Wilson interval {self.low:.1%} to {self.high:.1%})"
-        )
+        bounds = f"{self.low:.1%} to {self.high:.1%}"
+        if self.method == "Wilson":
+            return f"{self.k}/{self.n} = {self.value:.0%} (95% Wilson interval {bounds})"
+        return f"{self.k}/{self.n} = {self.value:.0%} (95% interval {bounds}, {self.method})"
 
 
-def success_rate(records, key="success", group_key=None):
-    """A Rate over the records' boolean `key`, numerator and denominator kept. With group_key, over
-    groups instead: records from one source are one piece of evidence, and a group succeeds only
-    when every record in it does (Wilson then assumes the groups, not the records, independent).
+def _groups_of(records, key, group_key):
+    if not records:
+        raise ValueError("records is empty: a rate needs at least one case")
+    groups = {}
+    for r in records:
+        groups.setdefault(r[group_key], []).append(bool(r[key]))
+    return groups
+
+
+def success_rate(records, key="success", group_key=None, n_resamples=2000, seed=SEED):
+    """A Rate over the records' boolean `key`: k successes of n cases, with a Wilson interval.
+    With group_key (records from one source depend on each other) the same k/n, with a cluster
+    bootstrap that resamples whole groups; where it cannot vary (fewer than 2 groups, or every
+    group all right or all wrong), Wilson with n = the number of groups, the cautious extreme.
 
     Lesson 06."""
     if not records:
         raise ValueError("records is empty: a rate needs at least one case")
+    outcomes = [float(bool(r[key])) for r in records]
+    k, n = int(sum(outcomes)), len(outcomes)
     if group_key is None:
-        outcomes = [bool(r[key]) for r in records]
-    else:
-        groups = {}
-        for r in records:
-            groups.setdefault(r[group_key], []).append(bool(r[key]))
-        outcomes = [all(g) for g in groups.values()]
+        return Rate(k, n, *wilson_interval(k, n))
+    labels = [r[group_key] for r in records]
+    n_groups = len(set(labels))
+    draws = (
+        bootstrap_distribution(outcomes, groups=labels, n_resamples=n_resamples, seed=seed)
+        if n_groups >= 2
+        else torch.zeros(1)
+    )
+    if n_groups < 2 or bool((draws == draws[0]).all()):
+        method = f"Wilson over {n_groups} {group_key.replace('_', ' ')}s (bootstrap cannot vary)"
+        return Rate(k, n, *_wilson_bounds(k / n, n_groups), method)
+    method = f"cluster bootstrap over {n_groups} {group_key.replace('_', ' ')}s"
+    return Rate(k, n, *_percentiles(draws, 0.95), method)
+
+
+def all_right_rate(records, key="success", group_key="source_group"):
+    """Another metric than success_rate: the share of groups on which every record succeeds, with
+    a Wilson interval over groups. It needs its own target: at a per-case success p, a group of m
+    cases is all right with probability about p**m, below p.
+
+    Lesson 06."""
+    outcomes = [all(g) for g in _groups_of(records, key, group_key).values()]
     k, n = sum(outcomes), len(outcomes)
     return Rate(k, n, *wilson_interval(k, n))
 
@@ -2806,13 +2839,13 @@ def critical_failures(records):
 
 
 def decision_brief(name, intended_use, records, target, group_key=None):
-    """accept / restrict / reject from the success rate's Wilson interval against target and the
-    critical failures, with reasons and what new evidence would change the decision. The rate counts
-    cases, or with group_key="source_group" source groups (a group succeeds when all its cases do).
+    """accept / restrict / reject from the per-case success rate's interval against target (a
+    per-case target) and the critical failures, with reasons and what new evidence would change
+    the decision. With group_key="source_group" the interval resamples source groups (the cases of
+    one notice depend on each other); the rate is per case either way.
 
     Lesson 06."""
     rate, critical = success_rate(records, group_key=group_key), critical_failures(records)
-    unit = "cases" if group_key is None else group_key.replace("_", " ") + "s"
     misses = [r["id"] for r in records if not r["success"]]
     if critical or rate.high < target:
         decision = "reject"
@@ -2822,16 +2855,18 @@ def decision_brief(name, intended_use, records, target, group_key=None):
         decision = "restrict"
     wrong = [r["id"] for r in critical]
     reasons = [
-        f"task success over {unit} {rate}; target {target:.0%}",
-        f"by case {success_rate(records)}; by source group "
-        f"{success_rate(records, group_key='source_group')}",
+        f"task success per case {rate}; target {target:.0%} per case",
+        f"per case, each case independent: {success_rate(records)}; resampling source groups: "
+        f"{success_rate(records, group_key='source_group')}; source groups with every case right "
+        f"(another metric, not held to this target): {all_right_rate(records)}",
         f"failures: {misses or 'none'}; wrong times delivered: {wrong or 'none'}",
         f"source groups: {sorted({r['source_group'] for r in records})}",
     ]
     more = cases_needed(rate.k, rate.n, target)
+    spread = "" if group_key is None else ", from new source groups (more if they share groups)"
     change = [
-        f"{more} further {unit} answered in full, none failing, would lift the lower bound to "
-        f"{target:.0%}",
+        f"{more} further cases answered right{spread}, none failing, would lift the Wilson lower "
+        f"bound to {target:.0%}",
         "any wrong time delivered on new cases would mean reject",
     ]
     return {
