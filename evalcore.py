@@ -38,7 +38,7 @@ Lesson 07 · Calibration  (notebooks/07_calibration.ipynb)
     fit_temperature, calibration_result, calibration_eval, answer_confidences
 Lesson 08 · Robustness under perturbation  (notebooks/08_robustness.ipynb)
     typos, change_case, extra_whitespace, use_contractions, expand_contractions, paraphrase,
-    add_distractor, lowercase, uppercase, robustness_eval
+    add_distractor, lowercase, uppercase, robustness_eval, tarone_count, tarone_holm
 Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
     judge_messages, parse_judge_reply, verbosity_check, pass_fail_agreement,
     judge_metric_agreement, judge_pair_agreement; the judge HTTPJudge and JudgeServer (Appendix A)
@@ -128,7 +128,8 @@ __all__ = [
     # Lesson 08 · Robustness under perturbation
     "CONTRACTIONS", "EXPANSIONS", "PARAPHRASE_TEMPLATES", "DISTRACTOR_SENTENCES", "typos",
     "change_case", "extra_whitespace", "use_contractions", "expand_contractions", "paraphrase",
-    "add_distractor", "lowercase", "uppercase", "PERTURBATIONS", "robustness_eval",
+    "add_distractor", "lowercase", "uppercase", "PERTURBATIONS", "robustness_eval", "tarone_count",
+    "tarone_holm",
     # Lesson 09 · A real judge over HTTP
     "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER",
     "verbosity_check", "pass_fail_agreement", "judge_metric_agreement", "judge_pair_agreement",
@@ -3482,6 +3483,49 @@ def _robustness_summary(records, names, n, metric, seed):
         "worst_perturbation_score": score[weakest],
     }
     return worst, extras
+
+
+# Several perturbations tested at once: a correction that knows an exact test's attainable p-values
+def _check_p_values(name, values, n=None):
+    values = _floats(name, values)
+    if not values or (n is not None and len(values) != n) or not all(0 <= v <= 1 for v in values):
+        size = "" if n is None else f"{n} "
+        raise ValueError(
+            f"{name} must be a non-empty list of {size}numbers in [0, 1], got {values!r}"
+        )
+    return values
+
+
+def tarone_count(min_p_values, alpha=0.05):
+    """Tarone's K: the smallest K >= 1 such that at most K tests have a smallest attainable p-value
+    <= alpha / K. Tests that could never reach alpha / K cannot reject, so they are not counted.
+
+    Lesson 08."""
+    floors = _check_p_values("min_p_values", min_p_values)
+    _check_number("alpha", alpha, 0, 1, open_low=True, open_high=True)
+    return next(k for k in range(1, len(floors) + 1) if sum(f <= alpha / k for f in floors) <= k)
+
+
+def tarone_holm(p_values, min_p_values, alpha=0.05):
+    """Tarone's (1990) correction in Holm's step-down form: at each step compare the smallest
+    p-value left with alpha / K, K = tarone_count of the tests left; stop at the first that fails.
+    min_p_values: each test's smallest attainable p (McNemar on n changed answers:
+    mcnemar_exact(n, 0)). One bool per test, in order: rejected at family-wise level alpha.
+
+    Lesson 08."""
+    p = _check_p_values("p_values", p_values)
+    floors = _check_p_values("min_p_values", min_p_values, len(p))
+    _check_number("alpha", alpha, 0, 1, open_low=True, open_high=True)
+    below = [i for i in range(len(p)) if p[i] < floors[i] - 1e-12]
+    if below:
+        raise ValueError(f"p_values[{below[0]}] = {p[below[0]]} is below its smallest attainable p")
+    rejected, left = [False] * len(p), sorted(range(len(p)), key=lambda i: p[i])
+    while left:
+        k = tarone_count([floors[i] for i in left], alpha)
+        if p[left[0]] > alpha / k:
+            break
+        rejected[left.pop(0)] = True
+    return rejected
 
 
 # =================================================================================================
