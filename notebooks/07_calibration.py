@@ -901,7 +901,7 @@ print(f"ECE fit: in-sample better on {ece_better:.1%} of splits, mean gap {stati
 ### END SOLUTION
 assert len(ece_t) == len(ece_gap) == len(split_df), \
     f"expected one T and one gap per split ({len(split_df)}); got {len(ece_t)} and {len(ece_gap)}"
-_grid = [float(t) for t in torch.logspace(-2, 3, 51, dtype=torch.float64)]
+_grid = torch.logspace(-2, 3, 51, dtype=torch.float64).tolist()  # the grid the exercise names
 _hit = [r["correct"] for r in cal.per_example]
 _conf = {t: [r["confidence"] for r in ec.calibration_result(items, logliks, temperature=t).per_example] for t in _grid}
 _on_grid = [min(_grid, key=lambda g: abs(math.log(g / t))) if t > 0 else None for t in ece_t]

@@ -194,7 +194,7 @@ print(churn[["changed", "smallest p", "p (McNemar)", "p (Holm, 8 tests)", "survi
 print("tests Tarone counts at the 5% level:", ec.tarone_count(floors, 0.05))
 tarone_survivors = churn.index[churn["survives Tarone-Holm"]].tolist()
 assert tarone_survivors == ["uppercase"], tarone_survivors
-assert ec.tarone_count(floors, 0.05) == 1
+assert ec.tarone_count(floors, 0.05) == 1, f"expected Tarone to count 1 test, got {ec.tarone_count(floors, 0.05)}"
 
 # %% [markdown]
 # **Upper case survives**, at p = 0.031 against 0.05: of the eight tests only one could ever have
