@@ -12,8 +12,8 @@ Part 0 · Shared
     training_groups, topic_paragraphs, question_framings, training_sequences, packed_stream,
     train_tinygpt, train_on_stream, save_checkpoint, load_pretrained, generate, load_fixtures,
     EvalResult, bootstrap_weights, weighted_mean, bootstrap_ci, bootstrap_distribution,
-    mcnemar_exact, paired_difference, with_interval, aggregate_interval, resampled_values,
-    paired_aggregate_difference
+    mcnemar_exact, newcombe_paired_interval, paired_difference, with_interval,
+    joint_resampled_values, aggregate_interval, resampled_values, paired_aggregate_difference
 Lesson 01 · Perplexity  (notebooks/01_perplexity_pitfalls.ipynb)
     rolling_windows, token_losses, length_batches, perplexity_eval, nll_by_position
 Lesson 02 · Exact match and its normalisation  (notebooks/02_exact_match_normalisation.ipynb)
@@ -30,15 +30,15 @@ Lesson 06 · Evidence and protocol  (notebooks/06_evidence_and_protocol.ipynb)
     source_support, anchored_clarity, rubric_labels, Rubric, rubric_score, percent_agreement,
     cohen_kappa, confusion_table, load_raters, rater_labels, rater_disputes, score_development,
     ProtocolLog, protocol_body, freeze_protocol, reveal_reserved, wilson_interval, Rate,
-    success_rate, rate_table, cases_needed, critical_failures, decision_brief, load_recording,
-    recorded_responses
+    success_rate, all_right_rate, rate_table, cases_needed, critical_failures, decision_brief,
+    load_recording, recorded_responses
 Lesson 07 · Calibration  (notebooks/07_calibration.ipynb)
     multiple_choice_items, completion_logliks, choice_logliks, choice_probabilities,
     calibration_bins, expected_calibration_error, max_calibration_error, TemperatureAtGridEdge,
     fit_temperature, calibration_result, calibration_eval, answer_confidences
 Lesson 08 · Robustness under perturbation  (notebooks/08_robustness.ipynb)
     typos, change_case, extra_whitespace, use_contractions, expand_contractions, paraphrase,
-    add_distractor, lowercase, uppercase, robustness_eval
+    add_distractor, lowercase, uppercase, robustness_eval, tarone_count, tarone_holm
 Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
     judge_messages, parse_judge_reply, verbosity_check, pass_fail_agreement,
     judge_metric_agreement, judge_pair_agreement; the judge HTTPJudge and JudgeServer (Appendix A)
@@ -94,8 +94,9 @@ __all__ = [
     "question_framings", "training_sequences", "packed_stream", "train_tinygpt",
     "train_on_stream", "save_checkpoint", "load_pretrained", "generate", "load_fixtures",
     "EvalResult", "bootstrap_weights", "weighted_mean", "bootstrap_ci",
-    "bootstrap_distribution", "mcnemar_exact", "paired_difference", "with_interval",
-    "aggregate_interval", "resampled_values", "paired_aggregate_difference",
+    "bootstrap_distribution", "mcnemar_exact", "newcombe_paired_interval", "paired_difference",
+    "with_interval", "joint_resampled_values", "aggregate_interval", "resampled_values",
+    "paired_aggregate_difference",
     # Lesson 01 · Perplexity
     "rolling_windows", "token_losses", "MAX_PADDING", "length_batches", "perplexity_eval",
     "nll_by_position",
@@ -117,8 +118,8 @@ __all__ = [
     "percent_agreement", "cohen_kappa", "confusion_table", "load_raters", "rater_labels",
     "rater_disputes", "score_development", "ProtocolLog", "PROTOCOL_FIELDS", "protocol_body",
     "freeze_protocol", "reveal_reserved", "Z95", "wilson_interval", "Rate", "success_rate",
-    "rate_table", "cases_needed", "critical_failures", "decision_brief", "load_recording",
-    "recorded_responses",
+    "all_right_rate", "rate_table", "cases_needed", "critical_failures", "decision_brief",
+    "load_recording", "recorded_responses",
     # Lesson 07 · Calibration
     "MULTIPLE_CHOICE_PATH", "BINNINGS", "multiple_choice_items", "completion_logliks",
     "choice_logliks", "choice_probabilities", "calibration_bins", "expected_calibration_error",
@@ -127,7 +128,8 @@ __all__ = [
     # Lesson 08 · Robustness under perturbation
     "CONTRACTIONS", "EXPANSIONS", "PARAPHRASE_TEMPLATES", "DISTRACTOR_SENTENCES", "typos",
     "change_case", "extra_whitespace", "use_contractions", "expand_contractions", "paraphrase",
-    "add_distractor", "lowercase", "uppercase", "PERTURBATIONS", "robustness_eval",
+    "add_distractor", "lowercase", "uppercase", "PERTURBATIONS", "robustness_eval", "tarone_count",
+    "tarone_holm",
     # Lesson 09 · A real judge over HTTP
     "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER",
     "verbosity_check", "pass_fail_agreement", "judge_metric_agreement", "judge_pair_agreement",
@@ -855,17 +857,34 @@ def _generate_batched(model, tok, instructions, max_new_tokens):
 # The fixtures and EvalResult ---------------------------------------------------------------------
 
 
+_FIXTURE_KEYS = ("lm", "em", "f1", "judge")  # the fixtures of the four core evals, in order
+
+
 def load_fixtures():
     """The held-out data: "lm" (20 texts) and "em", "f1", "judge" (20 (instruction, reference)
-    each).
+    each), and "facts": per fixture, the fact each example asks about ("france", "bees", ...).
 
     A reference is a str, or a list of acceptable answers. None of it appears verbatim in the
-    training text, which states the same facts in other words.
+    training text, which states the same facts in other words. The four fixtures ask about the
+    same ~20 facts, so their examples are not independent across evals: aggregate_interval
+    resamples facts, not examples.
 
     Part 0 (shared by every lesson)."""
     raw = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))
     pairs = {k: [(q, a) for q, a in raw[k]] for k in ("em", "f1", "judge")}
-    return {"lm": list(raw["lm"]), **pairs}
+    facts = raw.get("facts", {})
+    for k in _FIXTURE_KEYS:
+        ids = facts.get(k)
+        if (
+            not isinstance(ids, list)
+            or len(ids) != len(raw[k])
+            or not all(isinstance(f, str) and f for f in ids)
+        ):
+            raise ValueError(
+                f"{FIXTURES_PATH}: facts[{k!r}] must list one non-empty fact id per example "
+                f"({len(raw[k])}), got {ids!r}"
+            )
+    return {"lm": list(raw["lm"]), **pairs, "facts": {k: list(facts[k]) for k in _FIXTURE_KEYS}}
 
 
 @dataclass
@@ -977,45 +996,93 @@ def _example_key(record):
     return "index", record.get("index")
 
 
-def paired_difference(result_a, result_b, *, n_resamples=2000, seed=SEED):
-    """What changing a into b does, on the same examples: diff = b - a with its paired bootstrap
-    ci95 and n; for 0/1 scores also broke (right in a, wrong in b), rescued and McNemar's exact p.
-    Examples either result left unscored are dropped from both, and counted in "dropped".
+def newcombe_paired_interval(both, first_only, second_only, neither, z=None):
+    """Newcombe's (1998) score interval, his method 10, for p_first - p_second on paired 0/1
+    outcomes: Wilson intervals of the two proportions combined through the phi correlation of
+    the pairs (its numerator shrunk by n/2 when positive). (low, high) within [-1, 1].
 
     Part 0 (shared by every lesson)."""
+    counts = (both, first_only, second_only, neither)
+    for name, k in zip(("both", "first_only", "second_only", "neither"), counts):
+        _check_number(name, k, 0, integer=True)
+    a, b, c, d = counts
+    n = a + b + c + d
+    if n == 0:
+        raise ValueError("newcombe_paired_interval needs at least one pair, got four zero counts")
+    z = Z95 if z is None else z  # Z95 (95%) is defined with wilson_interval, in lesson 06
+    _check_number("z", z, 0, open_low=True)
+    p1, p2 = (a + b) / n, (a + c) / n
+    (l1, u1), (l2, u2) = wilson_interval(a + b, n, z), wilson_interval(a + c, n, z)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    excess = a * d - b * c
+    if excess > 0:  # Newcombe's correction: shrink a positive correlation by n / 2
+        excess = max(excess - n / 2, 0)
+    phi = excess / math.sqrt(margins) if margins else 0.0
+    below = math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    above = math.sqrt(max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+    return max(-1.0, p1 - p2 - below), min(1.0, p1 - p2 + above)
+
+
+_NEWCOMBE_METHOD = "Newcombe paired score interval (Newcombe 1998, method 10)"
+
+
+def _paired_pairs(result_a, result_b):
+    """The (a, b) record pairs both results scored, after checking they are the same examples."""
     if result_a.name != result_b.name:
         raise ValueError(f"results of different evals: {result_a.name!r} and {result_b.name!r}")
     keys_a, keys_b = map(lambda r: [_example_key(x) for x in r.per_example], (result_a, result_b))
     if keys_a != keys_b:
         raise ValueError("the two results are not on the same examples in the same order")
-    pairs = [
+    return [
         (a, b)
         for a, b in zip(result_a.per_example, result_b.per_example)
         if a["score"] is not None and b["score"] is not None
     ]
+
+
+def paired_difference(result_a, result_b, *, n_resamples=2000, seed=SEED):
+    """What changing a into b does, on the same examples: diff = b - a with its 95% interval
+    ci95, the interval's ci_method, and n. For 0/1 scores: Newcombe's paired score interval (an
+    interval with known coverage, not a bootstrap), broke (right in a, wrong in b), rescued and
+    McNemar's exact p; otherwise a paired percentile bootstrap. Examples either result left
+    unscored are dropped from both, and counted in "dropped".
+
+    Part 0 (shared by every lesson)."""
+    pairs = _paired_pairs(result_a, result_b)
+    out = {"n": len(pairs), "dropped": len(result_a.per_example) - len(pairs)}
+    binary = result_a.name != "perplexity" and all(
+        x["score"] in (0, 1) for a, b in pairs for x in (a, b)
+    )
+    if binary:
+        counts = Counter((int(a["score"]), int(b["score"])) for a, b in pairs)
+        broke, rescued = counts[1, 0], counts[0, 1]
+        # Newcombe's "first" is b: right in both, in b only (rescued), in a only (broke), neither
+        table = (counts[1, 1], rescued, broke, counts[0, 0])
+        return {
+            "diff": (rescued - broke) / len(pairs) if pairs else math.nan,
+            "ci95": list(newcombe_paired_interval(*table)) if pairs else None,
+            "ci_method": _NEWCOMBE_METHOD,
+            **out,
+            "broke": broke,
+            "rescued": rescued,
+            "p_mcnemar": mcnemar_exact(broke, rescued),
+        }
     if result_a.name == "perplexity":
         values = torch.tensor(
             [[a["nll"], a["n_tokens"], b["nll"], b["n_tokens"]] for a, b in pairs],
             dtype=torch.float64,
         )
         statistic = _perplexity_difference
-        diff = float(statistic(values, torch.ones(1, len(pairs), dtype=torch.float64)))
+        out["diff"] = float(statistic(values, torch.ones(1, len(pairs), dtype=torch.float64)))
     else:
         values = torch.tensor([b["score"] - a["score"] for a, b in pairs], dtype=torch.float64)
-        statistic, diff = weighted_mean, float(values.mean())
-    out = {
-        "diff": diff,
-        "ci95": bootstrap_ci(
-            values.tolist(), statistic=statistic, n_resamples=n_resamples, seed=seed
-        ),
-        "n": len(pairs),
-        "dropped": len(result_a.per_example) - len(pairs),
-    }
-    if all(x["score"] in (0, 1) for a, b in pairs for x in (a, b)):
-        out["broke"] = sum(a["score"] == 1 and b["score"] == 0 for a, b in pairs)
-        out["rescued"] = sum(a["score"] == 0 and b["score"] == 1 for a, b in pairs)
-        out["p_mcnemar"] = mcnemar_exact(out["broke"], out["rescued"])
-    return out
+        statistic, out["diff"] = weighted_mean, float(values.mean())
+    ci = bootstrap_ci(values.tolist(), statistic=statistic, n_resamples=n_resamples, seed=seed)
+    out["ci95"] = None if ci is None else list(ci)
+    out["ci_method"] = (
+        f"paired percentile bootstrap over {len(pairs)} examples, {n_resamples} resamples"
+    )
+    return {k: out[k] for k in ("diff", "ci95", "ci_method", "n", "dropped")}
 
 
 def _perplexity_ratio(values, weights):
@@ -1040,7 +1107,8 @@ def _ece_statistic(bin_of, n_bins):
 
 
 def _resampling_inputs(result):
-    """(values, statistic) whose bootstrap gives this eval's uncertainty, or None if undefined."""
+    """(values, statistic, facts) whose bootstrap gives this eval's uncertainty, one row per
+    example, with each row's fact id (None where the record has none); None if undefined."""
     scored = _scored(result.per_example)
     needs = {
         "perplexity": ("nll", "n_tokens"),
@@ -1049,26 +1117,30 @@ def _resampling_inputs(result):
     }.get(result.name, ())
     if not all(k in r for r in scored for k in needs):
         return None  # records made by hand, without what resampling needs
+    facts = [r.get("fact") for r in scored]
     if result.name == "perplexity":
         rows = [[r["nll"], r["n_tokens"]] for r in scored]
-        return (rows, _perplexity_ratio) if all(math.isfinite(a) for a, _ in rows) else None
+        finite = all(math.isfinite(a) for a, _ in rows)
+        return (rows, _perplexity_ratio, facts) if finite else None
     if result.name == "calibration":
         conf = [r["confidence"] for r in scored]
         bins = _bin_members(conf, result.extras["n_bins"], result.extras["binning"])
         bin_of = [b for i in range(len(conf)) for b, idx in enumerate(bins) if i in idx]
         rows = [[r["confidence"], r["correct"]] for r in scored]
-        return rows, _ece_statistic(bin_of, result.extras["n_bins"])
+        return rows, _ece_statistic(bin_of, result.extras["n_bins"]), facts
     if result.name == "robustness":  # the value is the mean over examples of each one's worst score
-        worst = {}
+        worst, fact_of = {}, {}
         for r in scored:
             worst[r["index"]] = min(worst.get(r["index"], r["score"]), r["score"])
-        return [worst[i] for i in sorted(worst)], None
-    return [r["score"] for r in scored], None
+            fact_of[r["index"]] = r.get("fact")
+        return [worst[i] for i in sorted(worst)], None, [fact_of[i] for i in sorted(worst)]
+    return [r["score"] for r in scored], None, facts
 
 
 def with_interval(result, n_resamples=2000, seed=SEED):
     """The result with extras "ci95" (in the metric's unit), "n" and "ci_method": Wilson for a mean
-    of 0/1 scores, else a percentile bootstrap over examples; ci95 None where undefined.
+    of 0/1 scores, else a percentile bootstrap over examples; ci95 None where undefined. n counts
+    examples (robustness: questions, not its records, one per question and perturbation).
 
     Part 0 (shared by every lesson)."""
     inputs = _resampling_inputs(result)
@@ -1078,7 +1150,7 @@ def with_interval(result, n_resamples=2000, seed=SEED):
     elif inputs[1] is None and all(s in (0, 1) for s in inputs[0]):
         ci, method = list(wilson_interval(int(sum(inputs[0])), n)), "wilson"
     else:
-        values, statistic = inputs
+        values, statistic, _ = inputs
         ci = list(bootstrap_ci(values, statistic=statistic, n_resamples=n_resamples, seed=seed))
         method = f"percentile bootstrap over {n} examples, {n_resamples} resamples"
     result.extras.update({"ci95": ci, "n": n, "ci_method": method})
@@ -1090,22 +1162,89 @@ def _normalised(name, values):
     return torch.tensor([normalise_metric(name, float(v)) for v in values], dtype=torch.float64)
 
 
-def aggregate_interval(results, weights, n_resamples=2000, seed=SEED, confidence=0.95):
-    """Percentile bootstrap interval of the weighted aggregate: every eval's examples resampled
-    (independently, each eval its own seed), each resample's values normalised and weighted.
+def _joint_inputs(results):
+    """Each result's (values, statistic, facts), and the resampling strata: under the key None
+    the facts shared by every eval, then one stratum per eval for its examples without a fact
+    id. None if any eval has fewer than 2 examples to resample."""
+    inputs, strata = [], {None: []}
+    for r in results:
+        got = _resampling_inputs(r)
+        if got is None or len(got[0]) < 2:
+            return None
+        inputs.append(got)
+        strata[r.name] = [i for i, fact in enumerate(got[2]) if fact is None]
+        strata[None] += [fact for fact in got[2] if fact is not None]
+    return inputs, strata
+
+
+def _strata_weights(strata, n_resamples, seed):
+    """Draw counts per stratum member, {stratum: (R, n_s)}: each stratum resampled by its own
+    distinct units, every stratum from one seeded generator, so no two share their draws."""
+    generator = torch.Generator().manual_seed(seed)
+    weights = {}
+    for name, labels in strata.items():
+        if labels:
+            index, n_units = _group_index(labels, len(labels))
+            drawn = torch.randint(n_units, (n_resamples, n_units), generator=generator)  # (R, G)
+            counts = torch.zeros(n_resamples, n_units, dtype=torch.float64)
+            counts.scatter_add_(1, drawn, torch.ones_like(counts))
+            weights[name] = counts[:, index]  # (R, n_s)
+    return weights
+
+
+def joint_resampled_values(results, n_resamples=2000, seed=SEED):
+    """{eval name: (R,) tensor}: every eval recomputed on each bootstrap resample, all evals on one
+    draw of facts (a fact drawn k times counts k times in every eval that asks about it); examples
+    without a fact id are resampled within their own eval. Two models' results on the same
+    examples, with the same seed, get the same draws: paired.
 
     Part 0 (shared by every lesson)."""
-    total = torch.zeros(n_resamples, dtype=torch.float64)
-    for k, r in enumerate(results):
-        inputs = _resampling_inputs(r)
-        if inputs is None or len(inputs[0]) < 2:
-            return None
-        values, statistic = inputs
-        dist = bootstrap_distribution(
-            values, statistic=statistic, n_resamples=n_resamples, seed=seed + k
-        )
-        total += weights[r.name] * _normalised(r.name, dist)
-    return list(_percentiles(total, confidence))
+    _positive_int("n_resamples", n_resamples)
+    joint = _joint_inputs(results)
+    if joint is None:
+        raise ValueError("every result needs at least 2 examples to resample")
+    inputs, strata = joint
+    weights, taken, out = _strata_weights(strata, n_resamples, seed), Counter(), {}
+    for r, (values, statistic, facts) in zip(results, inputs):
+        columns = []
+        for fact in facts:
+            stratum = None if fact is not None else r.name
+            columns.append(weights[stratum][:, taken[stratum]])
+            taken[stratum] += 1
+        w = torch.stack(columns, 1)  # (R, n)
+        out[r.name] = (statistic or weighted_mean)(torch.tensor(values, dtype=torch.float64), w)
+    return out
+
+
+def _aggregate_ci_method(results, n_resamples):
+    """How aggregate_interval resampled these results, in words."""
+    joint = _joint_inputs(results)
+    if joint is None:
+        return "undefined: an eval has fewer than 2 examples"
+    facts = len(set(joint[1][None]))
+    shared = f"{facts} facts drawn jointly across evals" if facts else "no fact ids"
+    return (
+        f"percentile bootstrap, {shared}, other examples within their eval, {n_resamples} resamples"
+    )
+
+
+def _finite_percentiles(stats, confidence):
+    """Percentiles over the resamples on which every eval had an example (others are NaN)."""
+    kept = stats[stats.isfinite()]
+    return None if len(kept) < 2 else list(_percentiles(kept, confidence))
+
+
+def aggregate_interval(results, weights, n_resamples=2000, seed=SEED, confidence=0.95):
+    """Percentile bootstrap interval of the weighted aggregate: facts resampled jointly across the
+    evals (joint_resampled_values), each resample's values normalised and weighted; resamples
+    that leave an eval with no example are left out. None where undefined.
+
+    Part 0 (shared by every lesson)."""
+    if _joint_inputs(results) is None:
+        return None
+    draws = joint_resampled_values(results, n_resamples, seed)
+    total = sum(weights[name] * _normalised(name, dist) for name, dist in draws.items())
+    return _finite_percentiles(total, confidence)
 
 
 def resampled_values(result, n_resamples=2000, seed=SEED):
@@ -1116,13 +1255,18 @@ def resampled_values(result, n_resamples=2000, seed=SEED):
     inputs = _resampling_inputs(result)
     if inputs is None or len(inputs[0]) < 2:
         raise ValueError(f"the {result.name} result has fewer than 2 examples to resample")
-    values, statistic = inputs
+    values, statistic, _ = inputs
     return bootstrap_distribution(values, statistic=statistic, n_resamples=n_resamples, seed=seed)
+
+
+def _fact_ids(results):
+    return {r.name: [x.get("fact") for x in r.per_example] for r in results}
 
 
 def paired_aggregate_difference(results_a, results_b, weights=None, n_resamples=2000, seed=SEED):
     """Aggregate of b minus aggregate of a under the same weights, with a paired bootstrap ci95:
-    each eval's examples resampled once and scored for both (they must be the same examples).
+    one draw of facts (joint_resampled_values) scored for both; they must be the same examples
+    with the same fact ids.
 
     Part 0 (shared by every lesson)."""
     report_a, report_b = aggregate(results_a, weights), aggregate(results_b, weights)
@@ -1132,16 +1276,22 @@ def paired_aggregate_difference(results_a, results_b, weights=None, n_resamples=
             f"{sorted(report_b.weights)}"
         )
     by_name = {r.name: r for r in results_b}
-    diff = torch.zeros(n_resamples, dtype=torch.float64)
-    for k, a in enumerate(results_a):
-        b = by_name[a.name]
+    ordered_b = [by_name[a.name] for a in results_a]
+    for a, b in zip(results_a, ordered_b):
         paired_difference(a, b, n_resamples=2)  # the same examples, or a ValueError
-        for sign, r in ((-1.0, a), (1.0, b)):
-            dist = resampled_values(r, n_resamples, seed + k)
-            diff += sign * report_a.weights[a.name] * _normalised(a.name, dist)
+    if _fact_ids(results_a) != _fact_ids(ordered_b):
+        raise ValueError("the two lists carry different fact ids: their resamples would not pair")
+    draws_a, draws_b = (
+        joint_resampled_values(rs, n_resamples, seed) for rs in (results_a, ordered_b)
+    )
+    diff = sum(
+        w * (_normalised(name, draws_b[name]) - _normalised(name, draws_a[name]))
+        for name, w in report_a.weights.items()
+    )
     return {
         "diff": report_b.score - report_a.score,
-        "ci95": list(_percentiles(diff, 0.95)),
+        "ci95": _finite_percentiles(diff, 0.95),
+        "ci_method": _aggregate_ci_method(results_a, n_resamples),
         "n_resamples": n_resamples,
     }
 
@@ -1646,7 +1796,7 @@ EVALS = {
 DEFAULT_WEIGHTS = {name: spec.default_weight for name, spec in EVALS.items()}
 
 
-SCHEMA_VERSION = 2  # 2: ci95 per eval and for the aggregate
+SCHEMA_VERSION = 3  # 2: ci95 per eval and for the aggregate; 3: facts resampled, its method named
 
 
 def _check_eval_name(name, where):
@@ -1707,16 +1857,18 @@ def aggregate(results, weights=None, meta=None):
         raise ValueError(f"weights must be a dict of eval name -> weight, got {weights!r}")
     used = _check_weights(DEFAULT_WEIGHTS if weights is None else weights, names)
     score = sum(used[r.name] * normalise_metric(r.name, r.value) for r in results)
-    return FinalReport(score, used, results, dict(meta or {}), aggregate_interval(results, used))
+    ci, method = aggregate_interval(results, used), _aggregate_ci_method(results, 2000)
+    return FinalReport(score, used, results, dict(meta or {}), ci, method)
 
 
 def core_evals(model, tok, fixtures=None, max_new_tokens=48, judge_fn=None, timings=None):
     """The four evals of lessons 01-04 on one model: perplexity, exact match, token F1 and the
-    judge over fixtures (load_fixtures() by default), as a list of EvalResults; seconds per eval
-    into `timings` when it is a dict.
+    judge over fixtures (load_fixtures() by default), as a list of EvalResults, each record with
+    its "fact" when fixtures has "facts"; seconds per eval into `timings` when it is a dict.
 
     Lesson 05."""
     fx = load_fixtures() if fixtures is None else fixtures
+    facts = fx.get("facts", {})
     runs = {
         "perplexity": lambda: perplexity_eval(model, tok, fx["lm"]),
         "exact_match": lambda: exact_match_eval(model, tok, fx["em"], max_new_tokens),
@@ -1724,12 +1876,25 @@ def core_evals(model, tok, fixtures=None, max_new_tokens=48, judge_fn=None, timi
         "judge": lambda: judge_eval(model, tok, fx["judge"], judge_fn, max_new_tokens),
     }
     results = []
-    for name, run in runs.items():
+    for (name, run), key in zip(runs.items(), _FIXTURE_KEYS):
         start = time.perf_counter()
-        results.append(run())
+        results.append(_with_facts(run(), facts.get(key)))
         if timings is not None:
             timings[f"{name}_s"] = time.perf_counter() - start
     return results
+
+
+def _with_facts(result, facts):
+    """The result with each record's "fact" (one id per example, in order), when facts fit."""
+    if facts is not None:
+        if len(facts) != len(result.per_example):
+            raise ValueError(
+                f"fixtures['facts'] has {len(facts)} fact ids for the {len(result.per_example)} "
+                f"{result.name} examples"
+            )
+        for record, fact in zip(result.per_example, facts):
+            record["fact"] = fact
+    return result
 
 
 def _interval_text(ci, fmt=".4g"):
@@ -1747,6 +1912,7 @@ class FinalReport:
     results: list  # the EvalResults, in the order given
     meta: dict = field(default_factory=dict)  # seed, versions, model size, timings
     ci95: list = None  # the aggregate's 95% bootstrap interval (aggregate_interval)
+    ci_method: str = None  # how that interval resampled: facts jointly across evals
 
     def normalised(self):
         return {r.name: normalise_metric(r.name, r.value) for r in self.results}
@@ -1775,6 +1941,7 @@ class FinalReport:
                 "schema_version": SCHEMA_VERSION,
                 "aggregate": self.score,
                 "aggregate_ci95": self.ci95,
+                "aggregate_ci_method": self.ci_method,
                 "weights": self.weights,
                 "evals": evals,
                 "meta": self.meta,
@@ -2547,25 +2714,30 @@ def wilson_interval(k, n, z=Z95):
     Lesson 06."""
     _check_number("n", n, 1, integer=True)
     _check_number("k", k, 0, n, integer=True)
-    p = k / n
+    return _wilson_bounds(k / n, n, z)
+
+
+def _wilson_bounds(p, n, z=Z95):
+    """Wilson's score interval at observed share p of n trials (n may be an effective size)."""
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # exactly 0 at k = 0 and 1 at k = n, where rounding would leave a few 1e-17 behind
-    return (0.0 if k == 0 else max(0.0, centre - half)), (
-        1.0 if k == n else min(1.0, centre + half)
+    # exactly 0 at p = 0 and 1 at p = 1, where rounding would leave a few 1e-17 behind
+    return (0.0 if p == 0 else max(0.0, centre - half)), (
+        1.0 if p == 1 else min(1.0, centre + half)
     )
 
 
 @dataclass(frozen=True)
 class Rate:
-    """A success rate as numerator/denominator with its 95% Wilson score interval.
+    """A success rate as numerator/denominator with its 95% interval and how it was made.
 
     Lesson 06."""
 
     k: int  # successes
-    n: int  # cases
-    low: float  # 95% Wilson interval
+    n: int  # cases (or groups, for all_right_rate)
+    low: float  # 95% interval
     high: float
+    method: str = "Wilson"  # "Wilson", or the cluster bootstrap and its number of groups
 
     @property
     def value(self):
@@ -2573,27 +2745,55 @@ class Rate:
         return self.k / self.n
 
     def __str__(self):
-        return (
-            f"{self.k}/{self.n} = {self.value:.0%} "
-            f"(95% Wilson interval {self.low:.1%} to {self.high:.1%})"
-        )
+        bounds = f"{self.low:.1%} to {self.high:.1%}"
+        if self.method == "Wilson":
+            return f"{self.k}/{self.n} = {self.value:.0%} (95% Wilson interval {bounds})"
+        return f"{self.k}/{self.n} = {self.value:.0%} (95% interval {bounds}, {self.method})"
 
 
-def success_rate(records, key="success", group_key=None):
-    """A Rate over the records' boolean `key`, numerator and denominator kept. With group_key, over
-    groups instead: records from one source are one piece of evidence, and a group succeeds only
-    when every record in it does (Wilson then assumes the groups, not the records, independent).
+def _groups_of(records, key, group_key):
+    if not records:
+        raise ValueError("records is empty: a rate needs at least one case")
+    groups = {}
+    for r in records:
+        groups.setdefault(r[group_key], []).append(bool(r[key]))
+    return groups
+
+
+def success_rate(records, key="success", group_key=None, n_resamples=2000, seed=SEED):
+    """A Rate over the records' boolean `key`: k successes of n cases, with a Wilson interval.
+    With group_key (records from one source depend on each other) the same k/n, with a cluster
+    bootstrap that resamples whole groups; where it cannot vary (fewer than 2 groups, or every
+    group all right or all wrong), Wilson with n = the number of groups, the cautious extreme.
 
     Lesson 06."""
     if not records:
         raise ValueError("records is empty: a rate needs at least one case")
+    outcomes = [float(bool(r[key])) for r in records]
+    k, n = int(sum(outcomes)), len(outcomes)
     if group_key is None:
-        outcomes = [bool(r[key]) for r in records]
-    else:
-        groups = {}
-        for r in records:
-            groups.setdefault(r[group_key], []).append(bool(r[key]))
-        outcomes = [all(g) for g in groups.values()]
+        return Rate(k, n, *wilson_interval(k, n))
+    labels = [r[group_key] for r in records]
+    n_groups = len(set(labels))
+    draws = (
+        bootstrap_distribution(outcomes, groups=labels, n_resamples=n_resamples, seed=seed)
+        if n_groups >= 2
+        else torch.zeros(1)
+    )
+    if n_groups < 2 or bool((draws == draws[0]).all()):
+        method = f"Wilson over {n_groups} {group_key.replace('_', ' ')}s (bootstrap cannot vary)"
+        return Rate(k, n, *_wilson_bounds(k / n, n_groups), method)
+    method = f"cluster bootstrap over {n_groups} {group_key.replace('_', ' ')}s"
+    return Rate(k, n, *_percentiles(draws, 0.95), method)
+
+
+def all_right_rate(records, key="success", group_key="source_group"):
+    """Another metric than success_rate: the share of groups on which every record succeeds, with
+    a Wilson interval over groups. It needs its own target: at a per-case success p, a group of m
+    cases is all right with probability about p**m, below p.
+
+    Lesson 06."""
+    outcomes = [all(g) for g in _groups_of(records, key, group_key).values()]
     k, n = sum(outcomes), len(outcomes)
     return Rate(k, n, *wilson_interval(k, n))
 
@@ -2640,13 +2840,13 @@ def critical_failures(records):
 
 
 def decision_brief(name, intended_use, records, target, group_key=None):
-    """accept / restrict / reject from the success rate's Wilson interval against target and the
-    critical failures, with reasons and what new evidence would change the decision. The rate counts
-    cases, or with group_key="source_group" source groups (a group succeeds when all its cases do).
+    """accept / restrict / reject from the per-case success rate's interval against target (a
+    per-case target) and the critical failures, with reasons and what new evidence would change
+    the decision. With group_key="source_group" the interval resamples source groups (the cases of
+    one notice depend on each other); the rate is per case either way.
 
     Lesson 06."""
     rate, critical = success_rate(records, group_key=group_key), critical_failures(records)
-    unit = "cases" if group_key is None else group_key.replace("_", " ") + "s"
     misses = [r["id"] for r in records if not r["success"]]
     if critical or rate.high < target:
         decision = "reject"
@@ -2656,16 +2856,18 @@ def decision_brief(name, intended_use, records, target, group_key=None):
         decision = "restrict"
     wrong = [r["id"] for r in critical]
     reasons = [
-        f"task success over {unit} {rate}; target {target:.0%}",
-        f"by case {success_rate(records)}; by source group "
-        f"{success_rate(records, group_key='source_group')}",
+        f"task success per case {rate}; target {target:.0%} per case",
+        f"per case, each case independent: {success_rate(records)}; resampling source groups: "
+        f"{success_rate(records, group_key='source_group')}; source groups with every case right "
+        f"(another metric, not held to this target): {all_right_rate(records)}",
         f"failures: {misses or 'none'}; wrong times delivered: {wrong or 'none'}",
         f"source groups: {sorted({r['source_group'] for r in records})}",
     ]
     more = cases_needed(rate.k, rate.n, target)
+    spread = "" if group_key is None else ", from new source groups (more if they share groups)"
     change = [
-        f"{more} further {unit} answered in full, none failing, would lift the lower bound to "
-        f"{target:.0%}",
+        f"{more} further cases answered right{spread}, none failing, would lift the Wilson lower "
+        f"bound to {target:.0%}",
         "any wrong time delivered on new cases would mean reject",
     ]
     return {
@@ -3281,6 +3483,49 @@ def _robustness_summary(records, names, n, metric, seed):
         "worst_perturbation_score": score[weakest],
     }
     return worst, extras
+
+
+# Several perturbations tested at once: a correction that knows an exact test's attainable p-values
+def _check_p_values(name, values, n=None):
+    values = _floats(name, values)
+    if not values or (n is not None and len(values) != n) or not all(0 <= v <= 1 for v in values):
+        size = "" if n is None else f"{n} "
+        raise ValueError(
+            f"{name} must be a non-empty list of {size}numbers in [0, 1], got {values!r}"
+        )
+    return values
+
+
+def tarone_count(min_p_values, alpha=0.05):
+    """Tarone's K: the smallest K >= 1 such that at most K tests have a smallest attainable p-value
+    <= alpha / K. Tests that could never reach alpha / K cannot reject, so they are not counted.
+
+    Lesson 08."""
+    floors = _check_p_values("min_p_values", min_p_values)
+    _check_number("alpha", alpha, 0, 1, open_low=True, open_high=True)
+    return next(k for k in range(1, len(floors) + 1) if sum(f <= alpha / k for f in floors) <= k)
+
+
+def tarone_holm(p_values, min_p_values, alpha=0.05):
+    """Tarone's (1990) correction in Holm's step-down form: at each step compare the smallest
+    p-value left with alpha / K, K = tarone_count of the tests left; stop at the first that fails.
+    min_p_values: each test's smallest attainable p (McNemar on n changed answers:
+    mcnemar_exact(n, 0)). One bool per test, in order: rejected at family-wise level alpha.
+
+    Lesson 08."""
+    p = _check_p_values("p_values", p_values)
+    floors = _check_p_values("min_p_values", min_p_values, len(p))
+    _check_number("alpha", alpha, 0, 1, open_low=True, open_high=True)
+    below = [i for i in range(len(p)) if p[i] < floors[i] - 1e-12]
+    if below:
+        raise ValueError(f"p_values[{below[0]}] = {p[below[0]]} is below its smallest attainable p")
+    rejected, left = [False] * len(p), sorted(range(len(p)), key=lambda i: p[i])
+    while left:
+        k = tarone_count([floors[i] for i in left], alpha)
+        if p[left[0]] > alpha / k:
+            break
+        rejected[left.pop(0)] = True
+    return rejected
 
 
 # =================================================================================================

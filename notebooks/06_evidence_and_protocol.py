@@ -35,9 +35,11 @@
 #   instead of averaging the disagreement away, and see why agreement measured on the items the
 #   criterion was written from (this lesson's **in-sample trap**) is not evidence that it works;
 # - to freeze a protocol (candidate, rubric, clarity reading, threshold, case list) in an append-only
-#   log before revealing the reserved cases, and to report rates as k/n with Wilson intervals, counted
-#   by notice as well as by case, ending in an accept / restrict / reject brief, and to see
-#   that decision turn on the unit counted;
+#   log before revealing the reserved cases, and to report rates as k/n with an interval: Wilson when
+#   cases are independent, a cluster bootstrap over notices when questions share a notice, ending in
+#   an accept / restrict / reject brief; and why "every question on a notice right" is a different
+#   metric that cannot be held to a per-question target;
+# - why a bootstrap interval for kappa on 14 items cannot be trusted, and what would make it so;
 # - to check that every part of a protocol can actually change its decision.
 #
 # **Time:** about 40 minutes. **Builds on:** lesson 01 (next-token loss), lesson 02 (exact match and
@@ -56,7 +58,7 @@ from sklearn.metrics import cohen_kappa_score
 
 import evalcore as ec
 
-torch.set_num_threads(1)  # two shared cores: one thread is far faster for a model this small
+torch.set_num_threads(1)  # on purpose: see the README's "Threads" section
 pd.set_option("display.max_colwidth", 70)
 
 # %% [markdown]
@@ -168,7 +170,7 @@ assert half_then_quarter == 1.5 and ec.mean_bits([]) is None  # no tokens: no me
 # use it here; the *answers* still come from the recording.
 
 # %% tags=["live"]
-# Reference loss by hand: build the prompt, then ec.reference_loss(model, tok, prompt, reference)
+# Reference loss by hand: build the prompt, then ec.reference_loss(model, tok, prompt, reference); defines: model, tok, case, prompt, loss
 model, tok = ec.load_pretrained(), ec.InstructionTokenizer()
 case = dev[0]  # chess-thu: the notice gives Thursday's time, 16:15
 prompt = ec.notice_prompt(notices[case["source_group"]], case["question"])
@@ -557,12 +559,23 @@ def kappa_stat(values, weights):
     return (p_o - p_e) / (1 - p_e)  # nan where every resampled label is the same (kappa undefined)
 
 
+def kappa_draws(a, b, copies=1):
+    # kappa on each of 2000 resamples of the items (the labels repeated `copies` times), undefined ones left out
+    draws = ec.bootstrap_distribution([[x, y] for x, y in zip(a * copies, b * copies)], statistic=kappa_stat)
+    return draws[draws.isfinite()], int((~draws.isfinite()).sum())
+
+
+degenerate = {}
 for phase, a, b in [("before", a0, b0), ("after", a1, b1)]:
-    draws = ec.bootstrap_distribution([[x, y] for x, y in zip(a, b)], statistic=kappa_stat)
-    kept = draws[draws.isfinite()]
+    kept, undefined = kappa_draws(a, b)
     low, high = torch.quantile(kept, torch.tensor([0.025, 0.975], dtype=kept.dtype)).tolist()
+    degenerate[phase] = {"exactly 0": (kept == 0).double().mean().item(),
+                         "exactly 1": (kept == 1).double().mean().item()}
     print(f"{phase}: kappa {ec.cohen_kappa(a, b):.4g}, 95% bootstrap interval {low:.4g} to {high:.4g} "
-          f"({len(draws) - len(kept)} of {len(draws)} resamples undefined, left out)")
+          f"({undefined} of {len(kept) + undefined} resamples undefined, left out)")
+    print(f"   resamples with kappa exactly 0: {degenerate[phase]['exactly 0']:.1%}, "
+          f"exactly 1: {degenerate[phase]['exactly 1']:.1%}")
+assert degenerate["before"]["exactly 0"] > 0.3 and degenerate["after"]["exactly 1"] > 0.3, degenerate
 
 # %% [markdown]
 # Agreement rose from 0.11 to 0.86 in kappa, and one honest dispute remains (`x08`: is a time
@@ -570,13 +583,42 @@ for phase, a, b in [("before", a0, b0), ("after", a1, b1)]:
 # voted away. Agreement is not truth: both raters call `x07` clear, and it is wrong. That is why
 # clarity sits beside source support and never replaces it.
 #
+# **These two intervals cannot be trusted.** Look at what produced their ends. Before the anchor,
+# rater A says "unclear" to one response in 14. About a third of the resamples (33%) miss that one
+# response, so A's labels are all 1, chance agreement equals observed agreement, and kappa is exactly
+# 0: the interval's lower end is those resamples, not a plausible kappa. After the anchor the two
+# raters disagree on one response (`x08`); the 37% of resamples that miss it agree perfectly and give
+# kappa exactly 1, the interval's upper end. A resample misses a given item with probability
+# (13/14)^14, about e^-1 = 37%, however many items there are; what matters is how many items sit in
+# the rare cell. With one item there, a percentile interval is mostly a statement about whether that
+# item was drawn. So at n = 14 report the kappa and the confusion table, and no interval.
+#
+# What would make an interval trustworthy is **more items**, enough that each rare cell (A's
+# "unclear", the disputes) holds several of them: a resample misses all m items of a cell with
+# probability about e^-m, 37% at m = 1 and under 1% at m = 5. If the same pattern held on five times
+# as many items (70, with five of each rare kind), the degenerate resamples all but vanish:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for phase, a, b in [("before", a0, b0), ("after", a1, b1)]:
+    kept, _ = kappa_draws(a, b, copies=5)
+    low, high = torch.quantile(kept, torch.tensor([0.025, 0.975], dtype=kept.dtype)).tolist()
+    print(f"{phase}, the 14 labels five times over: 95% interval {low:.4g} to {high:.4g}; "
+          f"exactly 0: {(kept == 0).double().mean().item():.1%}, exactly 1: {(kept == 1).double().mean().item():.1%}")
+    assert ((kept == 0) | (kept == 1)).double().mean().item() < 0.02
+
+# %% [markdown]
+# That is a thought experiment, not data: repeating 14 labels five times is not 70 new responses,
+# and the narrower interval it prints is not evidence about these raters. It shows what the study
+# needs: new responses, rated by both raters, until the rare cells are no longer single items.
+#
 # **The in-sample trap.** The sharper anchor was written *after* reading the disputes on these 14
 # responses, to settle exactly those disputes, and the raters were then checked on the same 14.
 # Success there is close to guaranteed, the way a rule tuned on the development cases scores well on
-# them. So the kappa of 0.86, and its bootstrap interval above, are **not evidence** that the anchor
-# makes raters agree on new responses; the interval (0.57 to 1) only describes resampling these 14, and
-# is wide even so. Evidence would be both raters labelling responses the anchor was not written from, under
-# the frozen anchor. We have no such labels, and inventing rater labels would prove nothing.
+# them. So the kappa of 0.86 is **not evidence** that the anchor makes raters agree on new
+# responses, and its bootstrap interval could not say so even if it were trustworthy: it only
+# describes resampling these 14. Evidence would be both raters labelling responses the anchor was
+# not written from, under the frozen anchor. We have no such labels, and inventing rater labels would prove nothing.
 #
 # A sharp anchor can also be partly checked by code. `ec.anchored_clarity` is its checkable reading
 # (one time, or a plain statement that there is none, and no question back); the protocol uses it
@@ -635,7 +677,7 @@ assert len(misses) == 2, f"expected the code to miss 2 of the anchor's labels, g
 # folder, not the repository.)
 
 # %% tags=["live"]
-# Freeze both protocols in an append-only log before any reserved case is read: ec.freeze_protocol
+# Freeze both protocols in an append-only log before any reserved case is read: ec.freeze_protocol; defines: log, anchor, reserved_ids, RULE, frozen_rule, frozen_tiny
 log = ec.ProtocolLog(Path(tempfile.mkdtemp()) / "protocol_log.jsonl")
 anchor = raters["anchors"]["after"]
 reserved_ids = [c["id"] for c in reserved]
@@ -726,7 +768,7 @@ assert abs(one_in_four.low - 0.0456) < 1e-4 and abs(one_in_four.high - 0.6994) <
 # %% [markdown]
 # 25% on four cases is compatible with anything from about 5% to 70%. Four cases tell you about those
 # four cases, and very little about how often the system would succeed in general. Our own figures,
-# first counted by case:
+# first with every case treated as independent:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -756,43 +798,65 @@ ax.legend(loc="center right")
 plt.show()
 
 # %% [markdown]
-# ### Counting by notice
+# ### Questions that share a notice
 #
 # A Wilson interval assumes every case is an independent draw. Ours are not: questions on one notice
 # share its wording and its template, and section 1 already treats them as one piece of evidence
 # when splitting. The 5 reserved cases come from only 3 notices, and the 9 development cases from 5.
-# Two ways to respect that: count **notices** (a notice succeeds only if every question on it does)
-# and put a Wilson interval on that count, or resample whole notices (a **cluster bootstrap**,
-# `ec.bootstrap_ci(..., groups=...)`).
+#
+# That changes the **interval**, not what is measured. The target was set per question (95% of
+# questions answered exactly), so the rate stays per question: k of n cases. What changes is how
+# much that rate could move with other notices, and for that we resample whole notices (a
+# **cluster bootstrap**): `ec.success_rate(records, group_key="source_group")`. Where the bootstrap
+# cannot vary at all (every notice all right, or all wrong), it falls back to Wilson with n = the
+# number of notices, the cautious extreme that treats each notice as a single question.
 
 # %%
 # NBVAL_CHECK_OUTPUT
-by_notice = {}
+clustered = {}
 for name, recs in [("source rule, development", dev_rule), ("source rule, reserved", rule_res)]:
-    cases = ec.success_rate(recs)
-    by_notice[name] = ec.success_rate(recs, group_key="source_group")  # all questions right
-    boot = ec.bootstrap_ci([float(r["success"]) for r in recs],
-                           groups=[r["source_group"] for r in recs])
-    print(f"{name}: {cases.k}/{cases.n} cases; notices fully right {by_notice[name].k}/"
-          f"{by_notice[name].n}, Wilson {by_notice[name].low:.1%} to {by_notice[name].high:.1%}; "
-          f"cluster bootstrap over notices {boot[0]:.1%} to {boot[1]:.1%}")
+    clustered[name] = ec.success_rate(recs, group_key="source_group")
+    print(f"{name}:\n   cases independent:  {ec.success_rate(recs)}\n   notices resampled:  {clustered[name]}")
     per = {}
     for r in recs:
         per.setdefault(r["source_group"], []).append(r["success"])
     print("   per notice:", {g: f"{sum(v)}/{len(v)}" for g, v in per.items()})
-counts = {name: (r.k, r.n) for name, r in by_notice.items()}
-assert counts == {"source rule, development": (5, 5), "source rule, reserved": (2, 3)}, \
-    f"expected notices (5, 5) and (2, 3) fully right, got {counts}"
+reserved_rate = clustered["source rule, reserved"]
+assert (reserved_rate.k, reserved_rate.n) == (4, 5), reserved_rate  # still per question
+assert (reserved_rate.low, reserved_rate.high) == (0.5, 1.0), reserved_rate
+assert "Wilson over 5" in clustered["source rule, development"].method
 
 # %% [markdown]
-# Counted by notice, the development evidence is 5/5 (Wilson 57% to 100%, against 70% to 100% by
-# case) and the reserved evidence 2/3 (21% to 94%, against 38% to 96%): the intervals widen because
-# there are fewer independent pieces of evidence than cases. The cluster bootstrap is no rescue on
-# samples this small: at 9/9 every resample is all successes and the interval collapses to a single
-# point (100% to 100%), the same failure the Wilson interval was chosen to avoid, and with 3 reserved
-# notices there are only a handful of distinct resamples. Here the per-notice Wilson count is the
-# honest figure. Both still assume the notices themselves are independent draws from the notices
-# the service will meet, which eight notices by one author in a few templates are not.
+# On the reserved cases the rate is still 4/5. Resampling the three notices gives 50% to 100%,
+# against Wilson's 37.6% to 96.4% for five independent cases. The bootstrap is crude here: three
+# notices allow only 27 equally likely draws, so its ends are the worst and best of a handful of
+# possible rates (all three notices drawn as the bus notice gives 1/2; any draw without it gives
+# 100%). On the development cases every notice is all right, so every resample is 100%: a
+# bootstrap that cannot move is no interval at all, the same failure the Wilson interval was chosen
+# to avoid at n/n. The fallback, Wilson over the 5 notices, gives 56.6% to 100%. Both readings
+# still assume the notices are independent draws from the notices the service will meet, which
+# eight notices by one author in a few templates are not.
+#
+# **A different metric: every question on a notice right.** It is tempting to count notices
+# instead, a notice succeeding only when every question on it is right: 2 of the 3 reserved
+# notices. That is not the per-question rate with a better interval; it measures something else,
+# and it cannot be held to the per-question target. A system right on exactly 95% of questions
+# gets a notice of two questions fully right only 0.95² ≈ 90% of the time:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+sizes = pd.Series([r["source_group"] for r in rule_res]).value_counts().sort_index()
+full_at_95 = float((0.95 ** sizes).mean())  # each question right with probability 0.95, independently
+print("reserved questions per notice:", sizes.to_dict())
+print(f"notices answered in full: {ec.all_right_rate(rule_res)}")
+print(f"a system right on exactly 95% of questions answers in full {full_at_95:.3f} of these notices")
+assert abs(full_at_95 - 0.918) < 5e-4 and full_at_95 < 0.95
+
+# %% [markdown]
+# So a rule that met the 95% target exactly would fail a 95% target on notices answered in full,
+# by construction. If a team wants that metric (a learner reads one notice and asks several
+# questions), it needs its own target, set before the reveal, such as "notices answered in full,
+# at least 90%". Our protocol set none, so we report it as a description and decide nothing on it.
 
 # %% [markdown]
 # Behind the rates: each failed case, the notices the cases came from, and what was excluded:
@@ -814,7 +878,8 @@ assert ec.critical_failures(rule_res) == []  # the miss was an 'unknown', not a 
 # **accept** (the interval clears the target), **reject** (even its top falls short, or the system
 # delivered a wrong time, the failure that sends a learner to the wrong place), or **restrict** (the
 # evidence neither clears nor rules out the target: allow only a narrower use). We set the target
-# at 95% exact task success before the reveal, and the brief as frozen then counts **cases**.
+# at 95% exact task success per question before the reveal, and the brief as frozen then treated
+# the cases as independent (a Wilson interval).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -822,53 +887,47 @@ use = "answer learners' time questions from approved school notices"
 candidates = [("source rule", rule_res), ("TinyGPT + first time", tiny_res)]
 briefs = {name: ec.decision_brief(name, use, recs, target=0.95) for name, recs in candidates}
 for b in briefs.values():
-    print(f"{b['candidate']}, counted by case: {b['decision'].upper()}")
+    print(f"{b['candidate']}, cases independent: {b['decision'].upper()}")
     for line in b["reasons"] + b["would_change"]:
         print("   -", line)
 assert briefs["source rule"]["decision"] == "restrict"
 assert briefs["TinyGPT + first time"]["decision"] == "reject"
 
 # %% [markdown]
-# The second reason already shows the catch: by source group the rule answered only 2 of its 3
-# reserved notices in full. Section 7 argued that the notice is the honest unit, since questions on
-# one notice share its wording and template. The same brief, counted by notice:
+# The second reason prints the three figures of section 7 side by side. Questions on one notice
+# depend on each other, so the same brief with its interval resampling notices:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 notice_briefs = {name: ec.decision_brief(name, use, recs, target=0.95, group_key="source_group")
                  for name, recs in candidates}
 for b in notice_briefs.values():
-    print(f"{b['candidate']}, counted by notice: {b['decision'].upper()}")
+    print(f"{b['candidate']}, notices resampled: {b['decision'].upper()}")
     for line in [b["reasons"][0], b["would_change"][0]]:
         print("   -", line)
-rule_notices = by_notice["source rule, reserved"]
-one_more = ec.wilson_interval(rule_notices.k + 1, rule_notices.n + 1)
-print(f"one more notice answered in full: {rule_notices.k + 1}/{rule_notices.n + 1}, "
-      f"Wilson {one_more[0]:.1%} to {one_more[1]:.1%}")
-assert (rule_notices.k, rule_notices.n) == (2, 3) and rule_notices.high < 0.95, \
-    f"expected 2/3 notices topping out below 95%, got {rule_notices}"
-assert notice_briefs["source rule"]["decision"] == "reject"  # by case: restrict
-assert notice_briefs["TinyGPT + first time"]["decision"] == "reject"  # by case: reject
-notices_needed = ec.cases_needed(rule_notices.k, rule_notices.n, 0.95)
-assert notices_needed == 107, f"expected 107 further notices, got {notices_needed}"  # by case: 105
-assert one_more[1] >= 0.95  # a single further notice would turn reject back into restrict
+in_full = ec.all_right_rate(rule_res)  # the other metric, held by mistake to the per-question target
+print(f"notices answered in full {in_full}: held to 95% it would read 'reject'")
+assert notice_briefs["source rule"]["decision"] == briefs["source rule"]["decision"] == "restrict"
+assert notice_briefs["TinyGPT + first time"]["decision"] == "reject"
+assert (in_full.k, in_full.n) == (2, 3) and in_full.high < 0.95, in_full
+questions_needed = ec.cases_needed(4, 5, 0.95)
+assert questions_needed == 105, f"expected 105 further questions, got {questions_needed}"
 
 # %% [markdown]
-# **The decision depends on the unit.** By case, 4/5 has an interval from 37.6% to 96.4% that
-# straddles the 95% target: restrict. By notice, 2/3 has an interval from 20.8% to 93.9%, whose top
-# falls short of the target, so the brief's own rule says reject. The notice is the more honest unit
-# here, for the reason the split was made by notice in section 1. Yet neither reading is strong:
-# three notices cannot settle a 95% claim either way. Even 3/3 would have a lower bound of only 44%,
-# and the reject rests on a margin of one notice, since a fourth notice answered in full would lift
-# the top to 95.4%.
+# **Both readings restrict the rule.** The per-question rate of 4/5 has an interval that straddles
+# the 95% target whether the cases are treated as independent (37.6% to 96.4%) or the notices are
+# resampled (50% to 100%). Counting notices answered in full instead (2/3, Wilson 20.8% to 93.9%)
+# would turn that into a reject, but only by holding a different metric to the per-question target,
+# which section 7 showed a rule meeting that target would fail by construction. Neither reading is
+# strong: five questions on three notices cannot settle a 95% claim either way. Lifting the Wilson
+# lower bound to 95% would take 105 further questions answered right, with none failing, and they
+# should come from new notices: questions on notices already seen add less than independent ones.
 #
-# There is also a protocol problem. The protocol froze the by-case reading before the reveal.
-# Switching to notices now, after seeing that the switch turns restrict into reject, is itself a
-# protocol change made with the results in view. It is the stricter way round, which makes it less
-# suspect than a switch towards acceptance, but it is still chosen after the fact. A careful team
-# reports both readings (the brief already prints both counts) and acts on the stricter one:
-# reject. It records the change as a new log entry, like the relaxed rubric in section 6, and
-# freezes the unit, notices, in the next protocol before any fresh reserved notices are revealed.
+# There is still a protocol gap. The protocol froze the rate and the target but not how the
+# interval treats questions that share a notice. Here the choice does not change the decision, but
+# choosing it after the reveal is a protocol change made with the results in view. The next
+# protocol should freeze it (resample notices), and freeze a target for notices answered in full if
+# the team wants that metric, before any fresh reserved notices are revealed.
 
 # %% [markdown]
 # ### Could clarity have changed the decision?
@@ -911,24 +970,25 @@ assert changes == [] and in_contract == [1, 1], f"expected no changes and [1, 1]
 #   `unknown`.
 # - **Case mix**: 14 questions on 8 invented notices in a handful of templates, 6 of them `unknown`;
 #   reserved: 5 questions on 3 notices.
-# - **Evidence**: by case, 9/9 on development (70% to 100%) and 4/5 on reserved (38% to 96%); by
-#   notice, which is the unit the questions depend on, 5/5 (57% to 100%) and 2/3 (21% to 94%). No
-#   wrong time was delivered; the one miss said `unknown` for a time the notice states as "weekdays".
+# - **Evidence**: per question, 9/9 on development and 4/5 on reserved. With the cases treated as
+#   independent, Wilson 70% to 100% and 38% to 96%; with notices resampled, since questions on a
+#   notice depend on each other, 57% to 100% (Wilson over 5 notices: at 9/9 the bootstrap cannot
+#   vary) and 50% to 100%. No wrong time was delivered; the one miss said `unknown` for a time the
+#   notice states as "weekdays". Notices answered in full: 5/5 and 2/3 (another metric; the
+#   protocol set no target for it).
 # - **Rubric and raters**: under the frozen rubric the rule passes exactly where it succeeds, and the
 #   clarity criterion could not have changed any verdict; the decision rests on task success alone.
-# - **Decision: reject, counted by notice; restrict, counted by case.** The protocol froze the
-#   by-case reading, but the notice is the honest unit, so we report both and act on the stricter:
-#   the rule is not fit for the intended use on this evidence. A narrower use (only notices in the
-#   tested templates, every `unknown` passed to a person) would be a new intended use, with its own
-#   frozen protocol, counted by notice.
+# - **Decision: restrict**, in either reading of the interval: the evidence neither shows the rule
+#   meets 95% per question nor rules it out. Allow only a narrower use (only notices in the tested
+#   templates, every `unknown` passed to a person), which is a new intended use with its own frozen
+#   protocol, its interval resampling notices.
 # - **What would change it**: new notices from new source groups, sampled the way real notices
-#   arrive. One more notice answered in full would lift the top of the by-notice interval to 95.4%,
-#   and the brief would say restrict. To accept, 107 further notices answered in full, with none failing, would
-#   be needed to lift the lower bound to 95% (the by-case brief's 105 counts cases, as if
-#   independent). A single wrong time would mean reject.
+#   arrive. To accept, 105 further questions answered right, with none failing, would be needed to
+#   lift the Wilson lower bound to 95%, more if several come from one notice. A single wrong time
+#   would mean reject.
 #
-# TinyGPT is rejected in either unit: 0/5 reserved cases, with an interval that tops out near
-# 43%, and 0/3 notices, topping out near 56%. Neither brief claims
+# TinyGPT is rejected in either reading: 0/5 reserved cases, with an interval that tops out near
+# 43% with the cases independent and near 56% over its 3 notices. Neither brief claims
 # readiness: filling in every field, or scoring well on the rubric, does not by itself show that
 # the service is fit to deploy.
 
@@ -950,13 +1010,17 @@ assert changes == [] and in_contract == [1, 1], f"expected no changes and [1, 1]
 # - Weights decide what a rubric rewards; clarity-only weights pass a fluent wrong answer, and a
 #   gate on source support stops it.
 # - The authored raters agreed on 7/14 labels (kappa 0.11) with the bare word "clear" and on 13/14
-#   (kappa 0.86) after a sharper anchor; the remaining dispute is kept with both reasons.
-# - Frozen before the reveal, the rule scored 4/5 reserved cases (Wilson 38% to 96%), but only 2/3
-#   reserved notices (21% to 94%), the honest count when questions on a notice depend on each other;
-#   TinyGPT 0/5. The log only grows; re-scoring marks cases as previously exposed.
-# - The decision turns on the unit: by case (the frozen reading) the brief restricts the rule, by
-#   notice it rejects it, since 2/3 tops out at 93.9%. We report both and act on the stricter,
-#   reject; TinyGPT is rejected in either unit.
+#   (kappa 0.86) after a sharper anchor; the remaining dispute is kept with both reasons. No
+#   interval for those kappas can be trusted at n = 14: a third of the bootstrap resamples give
+#   kappa exactly 0 (before) or exactly 1 (after), because each hinges on one item. More items, with
+#   several in each rare cell, are what an interval would need.
+# - Frozen before the reveal, the rule scored 4/5 reserved questions: Wilson 38% to 96% with the
+#   cases independent, 50% to 100% resampling its 3 notices (questions on a notice depend on each
+#   other); TinyGPT 0/5. The log only grows; re-scoring marks cases as previously exposed.
+# - Clustering changes the interval, not the metric: the rate stays per question, against the
+#   per-question target, and both readings restrict the rule; TinyGPT is rejected. "Every question on
+#   a notice right" (2/3) is another metric: a rule right on exactly 95% of questions would score
+#   about 0.918 on it here, so it needs a target of its own.
 # - **The in-sample trap and its held-out check**: the anchor and its code reading were written from
 #   the 14 responses they were then checked on. On eight new authored responses the code reading
 #   missed two of the anchor's labels.
@@ -967,10 +1031,12 @@ assert changes == [] and in_contract == [1, 1], f"expected no changes and [1, 1]
 #   rater labelled new items.
 # - Any effect of clarity on the decision: under the frozen weights, pass mark and gates it cannot
 #   change a verdict, and the brief reads task success only. That is a flaw of the protocol.
-# - How the rule does on notices in general: 3 reserved notices by one author, in a few templates,
-#   and 107 more fully answered notices would be needed to claim 95%.
-# - That reject, rather than restrict, is the settled verdict: the protocol froze the by-case
-#   reading, not the notice, and one more notice answered in full would turn the by-notice reject into restrict.
+# - How the rule does on notices in general: 3 reserved notices by one author, in a few templates;
+#   105 more questions answered right, from new notices and none failing, would be needed to claim
+#   95%.
+# - How well the cluster bootstrap covers with 3 notices: it has only 27 equally likely draws, and
+#   at 9/9 it cannot vary at all (the fallback there is Wilson over notices).
+# - Any reliability of the anchor beyond these 14 responses, with or without an interval.
 
 # %% [markdown]
 # ## Exercises
@@ -1021,6 +1087,7 @@ assert sorted(fixed) == sorted(x for x in examples if _ok[wrap_last_time][x] and
 assert sorted(broken) == sorted(x for x in examples if _ok[ec.wrap_first_time][x] and not _ok[wrap_last_time][x]), \
     f"expected the authored ids the first-time wrapper gets right and the last-time one wrong; got {broken}"
 assert fixed and broken, f"expected the last-time wrapper to fix one response and break another; got {fixed}, {broken}"
+print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
 # The two wrappers score the same total, on different cases: taking the last time repairs `x03`
@@ -1062,6 +1129,7 @@ _off = [i for i in time_losses if abs(time_losses[i][by_id[i]["reference"]] - de
 assert not _off, f"expected each reference's mean bits per token to match section 2's dev_loss; it differs for {_off}"
 assert sorted(preferred) == sorted(i for i, d in time_losses.items() if min(d, key=d.get) == by_id[i]["reference"]), \
     f"expected the case ids whose reference has the lowest loss among its notice's times; got {preferred}"
+print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
 # The loss picks out the right time on two of the five cases, and one of those, `choir-mon`, has
@@ -1073,22 +1141,22 @@ assert sorted(preferred) == sorted(i for i, d in time_losses.items() if min(d, k
 # %% [markdown]
 # ### Exercise 3: How much evidence is enough?
 #
-# The rule scored 4/5 reserved cases and answered 2/3 reserved notices in full. How many further
-# successes, with no failures, would lift the Wilson lower bound to 90%? To 95%? Store the answers
-# in `needed`, a dict `{"cases": {0.9: ..., 0.95: ...}, "notices": {0.9: ..., 0.95: ...}}`.
+# The rule scored 4/5 reserved cases and answered 2/3 reserved notices in full (section 7's other
+# metric). For each of the two metrics, how many further successes, with no failures, would lift
+# its Wilson lower bound to 90%? To 95%? Store the answers in `needed`, a dict
+# `{"cases": {0.9: ..., 0.95: ...}, "notices": {0.9: ..., 0.95: ...}}`.
 #
-# *Hint:* `ec.cases_needed`, and `ec.success_rate(rule_res, group_key="source_group")` for the
-# notice count.
+# *Hint:* `ec.cases_needed`, and `ec.all_right_rate(rule_res)` for the notices answered in full.
 
 # %%
 # Exercise 3: store the further all-success units needed, per unit ("cases", "notices") and target
 #   (0.9, 0.95), in `needed`.
 ### BEGIN SOLUTION
-units = {"cases": ec.success_rate(rule_res), "notices": ec.success_rate(rule_res, group_key="source_group")}
+units = {"cases": ec.success_rate(rule_res), "notices": ec.all_right_rate(rule_res)}
 needed = {u: {t: ec.cases_needed(r.k, r.n, t) for t in (0.9, 0.95)} for u, r in units.items()}
 print(" | ".join(f"{u} ({units[u].k}/{units[u].n}): {n}" for u, n in needed.items()))
 ### END SOLUTION
-_rates = {"cases": ec.success_rate(rule_res), "notices": ec.success_rate(rule_res, group_key="source_group")}
+_rates = {"cases": ec.success_rate(rule_res), "notices": ec.all_right_rate(rule_res)}
 assert set(needed) == set(_rates) and all(set(needed[u]) == {0.9, 0.95} for u in needed), \
     f"expected needed[unit][target] for the units 'cases' and 'notices' and the targets 0.9 and 0.95; got {needed!r}"
 _low = {(u, t): ec.wilson_interval(_rates[u].k + m, _rates[u].n + m)[0] for u in needed for t, m in needed[u].items()}
@@ -1097,11 +1165,13 @@ assert all(low >= t for (u, t), low in _low.items()), \
 assert all(m == 0 or ec.wilson_interval(_rates[u].k + m - 1, _rates[u].n + m - 1)[0] < t
            for u in needed for t, m in needed[u].items()), \
     f"expected the smallest such count, one fewer falling short of the target; got {needed!r}"
+print("Exercise 3: check passed.")
 
 # %% [markdown] tags=["solution"]
-# Counting notices needs more further successes than counting cases, for both targets: the one miss
-# weighs more among three units than among five. The figures for 95% are the ones the two briefs in
-# section 8 print.
+# Notices answered in full need more further successes than cases, for both targets: the one miss
+# weighs more among three units than among five (107 against 105 for 95%). The two counts answer
+# different questions, though, and only the cases count belongs to the per-question target; a target
+# for notices answered in full would be set on its own, and lower (section 7).
 
 # %% [markdown]
 # ### Exercise 4: Teach the rule "weekdays"
@@ -1150,6 +1220,7 @@ assert weekday_rule("I do not know.", "Open at 09:00 on weekdays.", "When does i
     "expected a Saturday question to stay unknown: Saturday is not a weekday"
 assert sorted(fresh) == sorted(i for i in reserved_ids if i not in log.exposed()), \
     f"expected the reserved ids that log.exposed() does not list; got {fresh}"
+print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
 # The new rule gets all five reserved cases, but `fresh` is empty: every reserved case was exposed
@@ -1193,6 +1264,7 @@ _verdicts = [[r["passed"] for r in ec.score_development(authored_cases, authored
              for rub in (RUBRIC, clarity_rubric)]
 assert sorted(changed) == sorted(x for x, p, q in zip(authored, *_verdicts) if p != q), \
     f"expected the authored ids whose verdict differs between RUBRIC and clarity_rubric; got {changed}"
+print("Exercise 5: check passed.")
 
 # %% [markdown] tags=["solution"]
 # A gate on clarity alone changes nothing while the format gate stays: every answer that passes the

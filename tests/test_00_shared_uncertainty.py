@@ -106,6 +106,98 @@ def test_paired_difference_counts_broke_and_rescued():
     assert out["ci95"][0] < out["diff"] < out["ci95"][1]
 
 
+# Newcombe (1998), "Improved confidence intervals for the difference between binomial proportions
+# based on paired data", Statistics in Medicine 17: 2635-2650, method 10. The paper's text was not
+# reachable here; these are published results of the method as quoted, with their sources, in the
+# tests of the R package ratesci (tests/testthat/test3.R, which checks moverpairci against them):
+# (a, b, c, d) = pairs with the event in both, in the first only, in the second only, in neither.
+NEWCOMBE_WORKED = [
+    ((20, 12, 2, 16), (0.0562, 0.3292), 4),  # Newcombe 1998's own example, his method 10 result
+    ((1, 1, 7, 12), (-0.507, -0.026), 3),  # Fagerland, Lydersen & Laake 2014, Table V
+    ((7, 25, 2, 68), (0.133, 0.318), 3),  # Chang et al. 2024 (their method 10 figures)
+    ((8, 3, 1, 2), (-0.1574, 0.4136), 4),  # Tang, Li & Tang 2010
+]
+
+
+@pytest.mark.parametrize("table, published, digits", NEWCOMBE_WORKED)
+def test_newcombe_paired_interval_reproduces_published_examples(table, published, digits):
+    low, high = ec.newcombe_paired_interval(*table)
+    assert (round(low, digits), round(high, digits)) == published
+
+
+def _scipy_wilson(k, n):
+    ci = scipy_stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return ci.low, ci.high
+
+
+def _newcombe_by_hand(a, b, c, d, corrected=True):
+    """Method 10 written out again from the paper's formula, Wilson limits from scipy."""
+    n = a + b + c + d
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = _scipy_wilson(a + b, n)
+    l2, u2 = _scipy_wilson(a + c, n)
+    product = (a + b) * (c + d) * (a + c) * (b + d)
+    num = a * d - b * c
+    if corrected and num > 0:
+        num = max(num - n / 2, 0)
+    phi = 0.0 if product == 0 else num / math.sqrt(product)
+    below = math.sqrt((p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
+    above = math.sqrt((u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2)
+    return p1 - p2 - below, p1 - p2 + above
+
+
+@pytest.mark.parametrize(
+    "table", [(0, 6, 0, 14), (3, 1, 2, 4), (10, 0, 0, 10), (0, 0, 0, 5), (5, 5, 5, 5), (2, 9, 1, 0)]
+)
+def test_newcombe_paired_interval_matches_the_formula_by_hand(table):
+    ours = ec.newcombe_paired_interval(*table)
+    assert ours == pytest.approx(_newcombe_by_hand(*table), abs=1e-12)
+    a, b, c, d = table  # swapping the two conditions mirrors the interval
+    low, high = ec.newcombe_paired_interval(a, c, b, d)
+    assert (low, high) == pytest.approx((-ours[1], -ours[0]), abs=1e-12)
+    assert -1 <= ours[0] <= (b - c) / sum(table) <= ours[1] <= 1
+
+
+def test_newcombe_correction_shrinks_a_positive_correlation_by_half_n():
+    # a d - b c = 18 - 2 = 16 > n / 2 = 10: phi uses 6, not 16 (the uncorrected is narrower)
+    table = (9, 1, 2, 8)
+    assert ec.newcombe_paired_interval(*table) == pytest.approx(_newcombe_by_hand(*table))
+    narrower = _newcombe_by_hand(*table, corrected=False)
+    assert (
+        narrower[1] - narrower[0]
+        < ec.newcombe_paired_interval(*table)[1] - ec.newcombe_paired_interval(*table)[0]
+    )
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [((-1, 0, 0, 1), "both"), ((0, 1.5, 0, 1), "first_only"), ((0, 0, 0, 0), "one pair")],
+)
+def test_newcombe_paired_interval_rejects_bad_counts(args, match):
+    with pytest.raises(ValueError, match=match):
+        ec.newcombe_paired_interval(*args)
+
+
+def test_paired_difference_of_0_1_scores_uses_newcombe_and_names_it():
+    # a 6-0 split on 20 questions, lesson 05's exact match: right in neither 14, in b only 6
+    a = _result("exact_match", [0] * 20)
+    b = _result("exact_match", [1] * 6 + [0] * 14)
+    out = ec.paired_difference(a, b)
+    assert out["ci_method"].startswith("Newcombe paired score interval")
+    assert out["ci95"] == pytest.approx(_newcombe_by_hand(0, 6, 0, 14), abs=1e-12)
+    assert out["ci95"][0] < 0.1  # the bootstrap's [0.1, 0.5] claimed more than p = 0.031 allows
+    assert out["diff"] == pytest.approx(0.3) and out["p_mcnemar"] == pytest.approx(2 / 64)
+
+
+def test_paired_difference_of_other_scores_is_a_named_bootstrap():
+    a, b = _result("token_f1", [0.2, 0.5, 0.9, 0.1]), _result("token_f1", [0.4, 0.5, 1.0, 0.6])
+    out = ec.paired_difference(a, b, n_resamples=500)
+    assert out["ci_method"] == "paired percentile bootstrap over 4 examples, 500 resamples"
+    expected = ec.bootstrap_ci([0.2, 0.0, 0.1, 0.5], n_resamples=500)
+    assert out["ci95"] == pytest.approx(list(expected), abs=1e-12)
+    assert "broke" not in out
+
+
 def test_paired_difference_drops_unscored_examples_from_both():
     a = _result("judge", [3, None, 4, 2])
     b = _result("judge", [4, 5, None, 1])
@@ -205,7 +297,7 @@ def test_calibration_interval_matches_a_loop_over_resamples(evals):
     conf = [r["confidence"] for r in result.per_example]
     hits = [r["correct"] for r in result.per_example]
     weights = ec.bootstrap_weights(len(conf), n_resamples=50, seed=5)
-    inputs, statistic = ec._resampling_inputs(result)
+    inputs, statistic, _ = ec._resampling_inputs(result)
     fast = statistic(torch.tensor(inputs, dtype=torch.float64), weights)
     for w, got in zip(weights, fast):  # a resample as a list of drawn items, ECE by evalcore
         drawn = [i for i, c in enumerate(w.tolist()) for _ in range(int(c))]
@@ -225,7 +317,7 @@ def test_the_report_carries_the_aggregate_interval_and_shows_every_interval(eval
     low, high = report.ci95
     assert low <= report.score <= high
     d = report.to_dict()
-    assert d["aggregate_ci95"] == [low, high] and d["schema_version"] == 2
+    assert d["aggregate_ci95"] == [low, high] and d["schema_version"] == 3
     assert all(d["evals"][r.name]["ci95"] == r.extras["ci95"] for r in core)
     table = report.table()
     assert f"95% CI [{low:.4f}, {high:.4f}]" in table
@@ -269,3 +361,101 @@ def test_paired_aggregate_difference_refuses_other_examples(evals):
     other[2] = ec.EvalResult("token_f1", 0.5, [{"instruction": "elsewhere", "score": 0.5}] * 20)
     with pytest.raises(ValueError, match="same examples"):
         ec.paired_aggregate_difference(core, other)
+
+
+# ----------------------------------------------------------------------------------------------
+# The aggregate resamples facts, shared across evals (issue 18 A.2)
+# ----------------------------------------------------------------------------------------------
+
+
+def _scored_records(scores, facts=None, key="instruction"):
+    records = [{key: f"q{i}", "score": s} for i, s in enumerate(scores)]
+    for r, f in zip(records, facts or []):
+        r["fact"] = f
+    return records
+
+
+def _binary(name, scores, facts=None):
+    return ec.EvalResult(name, sum(scores) / len(scores), _scored_records(scores, facts))
+
+
+SCORES = [1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 1, 0, 1]
+FACTS = [f"fact{i}" for i in range(20)]
+
+
+def test_evals_asking_about_the_same_facts_move_together():
+    # Two evals with identical scores on the same facts are one eval twice: their average varies
+    # exactly as one eval does under the cluster bootstrap over facts.
+    a, b = _binary("exact_match", SCORES, FACTS), _binary("token_f1", SCORES, FACTS)
+    joint = ec.aggregate_interval([a, b], {"exact_match": 0.5, "token_f1": 0.5})
+    assert joint == list(ec.bootstrap_ci(SCORES, groups=FACTS))
+
+
+def test_evals_on_unrelated_examples_are_resampled_independently():
+    # Without fact ids each eval's examples are drawn on their own: the average of two equal but
+    # independent evals has sd / sqrt(2), so its interval is about 0.71 times as wide as one
+    # eval's. Two evals sharing their draws (the same seed) would give exactly one eval's width.
+    a, b = _binary("exact_match", SCORES), _binary("token_f1", SCORES)
+    two = ec.aggregate_interval([a, b], {"exact_match": 0.5, "token_f1": 0.5}, n_resamples=4000)
+    one = ec.bootstrap_ci(SCORES, n_resamples=4000)
+    ratio = (two[1] - two[0]) / (one[1] - one[0])
+    assert 0.6 < ratio < 0.82, ratio
+    draws = ec.joint_resampled_values([a, b], 4000)
+    assert (
+        abs(float(torch.corrcoef(torch.stack([draws["exact_match"], draws["token_f1"]]))[0, 1]))
+        < 0.1
+    )
+
+
+def test_shared_facts_widen_the_aggregate_interval_and_the_method_says_so():
+    other = [1 - s if i % 5 == 0 else s for i, s in enumerate(SCORES)]  # mostly the same answers
+    with_facts = [_binary("exact_match", SCORES, FACTS), _binary("token_f1", other, FACTS)]
+    without = [_binary("exact_match", SCORES), _binary("token_f1", other)]
+    report, plain = ec.aggregate(with_facts), ec.aggregate(without)
+    assert report.score == plain.score
+    assert report.ci95[1] - report.ci95[0] > 1.15 * (plain.ci95[1] - plain.ci95[0])
+    assert report.ci_method.startswith("percentile bootstrap, 20 facts drawn jointly")
+    assert plain.ci_method.startswith("percentile bootstrap, no fact ids")
+    assert report.to_dict()["aggregate_ci_method"] == report.ci_method
+
+
+def test_joint_resampling_counts_a_drawn_fact_in_every_eval_that_asks_about_it():
+    # eval a asks about facts x, y; eval b about y, z. On every resample a's value is computed
+    # from the same draw counts of y that b's is.
+    a = _binary("exact_match", [1, 0], ["x", "y"])
+    b = _binary("token_f1", [0, 1], ["y", "z"])
+    draws = ec.joint_resampled_values([a, b], 300, seed=4)
+    weights = ec.bootstrap_weights(4, ["x", "y", "y", "z"], n_resamples=300, seed=4)  # a then b
+    expect_a = weights[:, 0] / (weights[:, 0] + weights[:, 1])  # score 1 on x only
+    expect_b = weights[:, 3] / (weights[:, 2] + weights[:, 3])  # score 1 on z only
+    both = torch.stack([draws["exact_match"], expect_a, draws["token_f1"], expect_b])
+    assert torch.equal(both[0].isnan(), both[1].isnan())  # a resample without x or y: undefined
+    keep = both.isfinite().all(0)
+    assert torch.allclose(both[0, keep], both[1, keep]) and torch.allclose(
+        both[2, keep], both[3, keep]
+    )
+
+
+def test_aggregate_interval_leaves_out_resamples_without_an_eval():
+    a = _binary("exact_match", [1, 0], ["x", "y"])
+    b = _binary("token_f1", [0, 1], ["z", "w"])
+    low, high = ec.aggregate_interval([a, b], {"exact_match": 0.5, "token_f1": 0.5}, 500)
+    assert 0.0 <= low <= high <= 1.0  # finite: the resamples missing an eval were left out
+
+
+def test_core_evals_attach_each_examples_fact(evals):
+    fx = ec.load_fixtures()
+    for name, key in (("perplexity", "lm"), ("exact_match", "em")):
+        result = ec._with_facts(evals[name], fx["facts"][key])
+        assert [r["fact"] for r in result.per_example] == fx["facts"][key]
+    with pytest.raises(ValueError, match="fact ids"):
+        ec._with_facts(evals["token_f1"], ["x"])
+
+
+def test_paired_aggregate_difference_refuses_different_fact_ids():
+    a = [_binary("exact_match", SCORES, FACTS), _binary("token_f1", SCORES, FACTS)]
+    b = [_binary("exact_match", SCORES), _binary("token_f1", SCORES, FACTS)]
+    with pytest.raises(ValueError, match="fact ids"):
+        ec.paired_aggregate_difference(a, b, weights={"exact_match": 0.5, "token_f1": 0.5})
+    out = ec.paired_aggregate_difference(a, a, weights={"exact_match": 0.5, "token_f1": 0.5})
+    assert out["ci95"] == [0.0, 0.0] and "facts drawn jointly" in out["ci_method"]

@@ -238,8 +238,17 @@ def test_aggregate_rejects_bad_results():
 def test_report_to_dict_keys_and_values():
     report = ec.aggregate(results(*ALL), meta={"seed": 0})
     d = report.to_dict()
-    assert set(d) == {"schema_version", "aggregate", "aggregate_ci95", "weights", "evals", "meta"}
-    assert d["schema_version"] == 2
+    assert set(d) == {
+        "schema_version",
+        "aggregate",
+        "aggregate_ci95",
+        "aggregate_ci_method",
+        "weights",
+        "evals",
+        "meta",
+    }
+    assert d["schema_version"] == 3
+    assert d["aggregate_ci_method"].startswith("undefined")
     assert d["aggregate"] == pytest.approx(0.485, abs=1e-12)
     assert (
         d["aggregate_ci95"] is None

@@ -1,6 +1,7 @@
 """Lesson 06: reference loss in bits, the task contract, wrappers, rubric gates, rater agreement,
 the frozen protocol and its append-only log, Wilson intervals, the recording."""
 
+import itertools
 import json
 import math
 
@@ -493,26 +494,72 @@ def test_decision_brief_accept_restrict_reject():
     safe_miss = _records([(True, "10:00")] * 4 + [(False, "unknown")])
     brief = ec.decision_brief("rule", "school notices", safe_miss, 0.95)
     assert brief["decision"] == "restrict" and "4/5" in brief["rate"]
-    assert any("further cases answered in full" in w for w in brief["would_change"])
+    assert any("further cases answered right" in w for w in brief["would_change"])
     wrong_time = _records([(True, "10:00")] * 19 + [(False, "11:00")])
     assert ec.decision_brief("x", "use", wrong_time, 0.8)["decision"] == "reject"  # critical
     gibberish = _records([(False, "A ca ca")] * 9)
     assert ec.decision_brief("x", "use", gibberish, 0.95)["decision"] == "reject"
 
 
-def test_rates_over_source_groups_count_a_group_once():
+def _grouped(pairs):
+    return [{"source_group": g, "success": ok} for g, ok in pairs]
+
+
+def test_a_grouped_rate_counts_cases_and_resamples_groups():
+    # three notices: a 1/1, b 1/2, c 2/2. The rate stays per case, 4/5; only its interval changes.
+    records = _grouped([("a", True), ("b", True), ("b", False), ("c", True), ("c", True)])
+    by_case, grouped = ec.success_rate(records), ec.success_rate(records, group_key="source_group")
+    assert (by_case.k, by_case.n) == (grouped.k, grouped.n) == (4, 5)
+    # By hand: a resample draws 3 notices with replacement; its rate is successes / cases over
+    # the drawn notices. The 27 equally likely draws give these rates, each with its count:
+    rates = []
+    for draw in itertools.product("abc", repeat=3):
+        k = sum({"a": 1, "b": 1, "c": 2}[g] for g in draw)
+        n = sum({"a": 1, "b": 2, "c": 2}[g] for g in draw)
+        rates.append(k / n)
+    assert min(rates) == 0.5 and max(rates) == 1.0
+    assert sum(r < 0.6 for r in rates) / 27 > 0.025  # the 2.5% point is the lowest rate, 0.5 ...
+    assert sum(r == 1.0 for r in rates) / 27 > 0.025  # ... and the 97.5% point the highest, 1.0
+    assert (grouped.low, grouped.high) == (0.5, 1.0)
+    assert grouped.method == "cluster bootstrap over 3 source groups"
+    assert (
+        str(grouped)
+        == "4/5 = 80% (95% interval 50.0% to 100.0%, cluster bootstrap over 3 source groups)"
+    )
+
+
+def test_a_grouped_rate_that_cannot_vary_falls_back_to_wilson_over_groups():
+    # Every notice all right: every resample is 100%, a zero-width interval that would claim
+    # certainty. Wilson with n = the number of notices is used instead.
+    records = _grouped([(g, True) for g in "aabbccdde"])
+    rate = ec.success_rate(records, group_key="source_group")
+    assert (rate.k, rate.n) == (9, 9)
+    assert (rate.low, rate.high) == pytest.approx(ec.wilson_interval(5, 5))
+    assert "Wilson over 5 source groups" in rate.method
+    one = ec.success_rate(_grouped([("a", True), ("a", False)]), group_key="source_group")
+    assert (one.low, one.high) == pytest.approx(_wilson_by_hand(0.5, 1))
+
+
+def _wilson_by_hand(p, n, z=1.959963984540054):
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def test_all_right_rate_is_a_separate_metric_over_groups():
     # two notices: g0's three questions all right, g1's two with one miss -> 1 of 2 notices
-    records = [
-        {"source_group": g, "success": ok}
-        for g, ok in [("g0", True), ("g0", True), ("g0", True), ("g1", True), ("g1", False)]
-    ]
-    by_case, by_group = ec.success_rate(records), ec.success_rate(records, group_key="source_group")
-    assert (by_case.k, by_case.n) == (4, 5) and (by_group.k, by_group.n) == (1, 2)
-    assert (by_group.low, by_group.high) == ec.wilson_interval(1, 2)
+    records = _grouped([("g0", True), ("g0", True), ("g0", True), ("g1", True), ("g1", False)])
+    whole = ec.all_right_rate(records)
+    assert (whole.k, whole.n) == (1, 2) and (whole.low, whole.high) == ec.wilson_interval(1, 2)
+    # A system right on exactly 95% of questions: on notices of 2 questions it gets a notice all
+    # right only 0.95**2 = 90.25% of the time, so the per-question target fails it by construction.
+    assert 0.95**2 < 0.95
+    with pytest.raises(ValueError, match="empty"):
+        ec.all_right_rate([])
 
 
-def test_decision_brief_can_count_source_groups():
-    # four right cases on one notice and a miss on another: by case 4/5, by notice 1/2
+def test_decision_brief_with_source_groups_decides_per_case():
+    # four right cases on one notice and a miss on another: 4/5 per case, the interval over groups
     records = [
         {
             "id": f"c{i}",
@@ -525,9 +572,11 @@ def test_decision_brief_can_count_source_groups():
         for i in range(5)
     ]
     grouped = ec.decision_brief("rule", "use", records, 0.3, group_key="source_group")
-    assert "1/2" in grouped["rate"] and grouped["decision"] == "restrict"  # Wilson 0.095 to 0.905
-    assert "4/5" in grouped["reasons"][1] and "1/2" in grouped["reasons"][1]  # both counts shown
-    assert any("further source groups answered in full" in w for w in grouped["would_change"])
+    rate = ec.success_rate(records, group_key="source_group")
+    assert "4/5" in grouped["rate"] and "cluster bootstrap" in grouped["rate"]
+    assert grouped["decision"] == ("accept" if rate.low >= 0.3 else "restrict")
+    assert "1/2" in grouped["reasons"][1] and "not held to this target" in grouped["reasons"][1]
+    assert any("from new source groups" in w for w in grouped["would_change"])
     by_case = ec.decision_brief("rule", "use", records, 0.3)  # Wilson 0.376 to 0.964
     assert "4/5" in by_case["rate"] and by_case["decision"] == "accept"
 

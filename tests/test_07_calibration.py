@@ -334,3 +334,118 @@ def test_bin_edge_cases_by_hand():
 
     assert by_bin(0.29, 100) == 29
     assert by_bin(0.3, 10) == 2
+
+
+# ------------------------------------------------------------------ the lesson's exercise checks
+
+
+def _exercise_check(number):
+    """The check of the lesson's exercise `number`: the lines after its solution, as source."""
+    text = (ec.ROOT / "notebooks" / "07_calibration.py").read_text(encoding="utf-8")
+    cell = text[text.index(f"\n# Exercise {number}:") :]
+    cell = cell[: cell.index("\n# %%")]
+    return cell[cell.index("### END SOLUTION") + len("### END SOLUTION") :]
+
+
+@pytest.fixture(scope="module")
+def exercise4_namespace():
+    import random
+
+    import pandas as pd
+
+    model, tok = make_tiny(seed=3), ec.InstructionTokenizer()
+    items = ec.multiple_choice_items()
+    logliks = ec.choice_logliks(model, tok, items)
+    rng = random.Random(0)
+    devs = [rng.sample(range(20), 20)[:10] for _ in range(12)]
+    return {
+        "ec": ec,
+        "math": math,
+        "torch": torch,
+        "items": items,
+        "logliks": logliks,
+        "cal": ec.calibration_result(items, logliks),
+        "split_df": pd.DataFrame({"dev": devs}),
+    }
+
+
+def _answer(ns, choose):
+    """ece_t, ece_gap and ece_better when each split's T is choose(dev_half, grid, ece_at)."""
+    grid = [float(t) for t in torch.logspace(-2, 3, 51, dtype=torch.float64)]
+    hits = [r["correct"] for r in ns["cal"].per_example]
+    conf = {
+        t: [
+            r["confidence"]
+            for r in ec.calibration_result(ns["items"], ns["logliks"], t).per_example
+        ]
+        for t in grid + [1.0]
+    }
+
+    def ece_at(t, idx):
+        t = min(conf, key=lambda g: abs(g - t)) if t not in conf else t
+        return ec.expected_calibration_error([conf[t][i] for i in idx], [hits[i] for i in idx])
+
+    ts, gaps = [], []
+    for dev in ns["split_df"]["dev"]:
+        held = [i for i in range(20) if i not in dev]
+        t = choose(dev, grid, ece_at)
+        ts.append(t)
+        gaps.append(ece_at(t, held) - min(ece_at(g, held) for g in grid))
+    return {"ece_t": ts, "ece_gap": gaps, "ece_better": sum(g > 0 for g in gaps) / len(gaps)}
+
+
+def test_exercise_4_check_accepts_t_chosen_by_development_ece(exercise4_namespace):
+    ns = dict(exercise4_namespace)
+    ns.update(_answer(ns, lambda dev, grid, ece_at: min(grid, key=lambda t: ece_at(t, dev))))
+    exec(_exercise_check(4), ns)  # raises AssertionError if the check refused the right answer
+
+
+@pytest.mark.parametrize("wrong", ["no fit: T = 1", "T fitted by NLL on the development half"])
+def test_exercise_4_check_refuses_t_not_chosen_by_development_ece(exercise4_namespace, wrong):
+    ns = dict(exercise4_namespace)
+    if wrong.startswith("no fit"):
+        choose = lambda dev, grid, ece_at: 1.0  # noqa: E731
+    else:
+
+        def choose(dev, grid, ece_at):
+            golds = [ns["items"][i]["gold"] for i in dev]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ec.TemperatureAtGridEdge)
+                return ec.fit_temperature([ns["logliks"][i] for i in dev], golds)
+
+    ns.update(_answer(ns, choose))
+    with pytest.raises(AssertionError, match="expected"):
+        exec(_exercise_check(4), ns)
+
+
+def test_exercise_3_check_states_no_bound_and_refuses_another_floor():
+    check = _exercise_check(3)
+    assert "0.11 <" not in check and "< 0.17" not in check  # no bounds that give the answer away
+    import random
+    import statistics
+
+    gen, rng = torch.Generator().manual_seed(0), random.Random(0)
+    early = [0.3 + 0.02 * i for i in range(20)]  # stand-in confidences of an "early" checkpoint
+
+    def floor(confs, reps=200):
+        out = []
+        for _ in range(reps):
+            c = torch.tensor(rng.choices(confs, k=20), dtype=torch.float64)
+            hit = (torch.rand(20, generator=gen, dtype=torch.float64) < c).long()
+            out.append(ec.expected_calibration_error(c.tolist(), hit.tolist()))
+        return out
+
+    base = {
+        "ec": ec,
+        "math": math,
+        "torch": torch,
+        "statistics": statistics,
+        "early": ec.EvalResult("calibration", 0.0, [{"confidence": c} for c in early]),
+    }
+    right = floor(early)
+    ns = {**base, "early_floor": right, "early_95": statistics.quantiles(right, n=20)[-1]}
+    exec(check, ns)
+    sharp = floor([0.99] * 20)  # a calibrated predictor with other confidences: another floor
+    ns = {**base, "early_floor": sharp, "early_95": statistics.quantiles(sharp, n=20)[-1]}
+    with pytest.raises(AssertionError, match="within Monte Carlo error"):
+        exec(check, ns)

@@ -1,6 +1,7 @@
 """Lesson 08: perturbations (pure, seeded, unit-tested) and robustness_eval."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -231,3 +232,77 @@ def test_the_worst_case_includes_the_clean_score():
     value, extras = ec._robustness_summary(records, ["uppercase"], 2, ec.exact_match, 0)
     assert value == 0.0 and extras["worst_case"] == 0.0
     assert extras["clean"] == 0.5 and extras["per_perturbation"]["uppercase"] == 0.5
+
+
+# Tarone's correction ------------------------------------------------------------------------------
+
+
+def test_tarone_count_counts_only_tests_that_could_reach_the_level():
+    # Lesson 08's eight McNemar tests: upper case changed 6 answers (smallest p 2/64), the
+    # paraphrase 5 (2/32), the distractor 1 (p = 1 at best), five others none (p = 1).
+    floors = [2 / 64, 2 / 32, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    # K = 1: one test (2/64 <= 0.05) could reach 0.05, and 1 <= 1.
+    assert ec.tarone_count(floors, 0.05) == 1
+    # at alpha = 0.1: K = 1 counts two tests (> 1); K = 2: 0.05 admits only 2/64: 1 <= 2
+    assert ec.tarone_count(floors, 0.1) == 2
+    assert ec.tarone_count([0.0] * 5, 0.05) == 5  # continuous tests: every one counts, Bonferroni
+
+
+def test_tarone_holm_by_hand_on_the_lesson_case():
+    p = [2 / 64, 0.375, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    floors = [2 / 64, 2 / 32, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    # step 1: K = 1, 0.03125 <= 0.05/1: upper case rejected. Step 2: of the seven left none could
+    # reach 0.05 (K = 1), and 0.375 > 0.05: stop. Holm would compare 0.03125 with 0.05/8.
+    assert ec.tarone_holm(p, floors) == [True] + [False] * 7
+
+
+def test_tarone_holm_by_hand_steps_down_further_than_holm():
+    p = [0.001, 0.004, 0.02, 0.03, 0.5]
+    floors = [0.001, 0.001, 0.01, 0.03, 0.2]
+    # Step 1, all five left: K=1 counts 4 floors <= 0.05 (> 1); K=2: 3 <= 0.025 (> 2); K=3: 3 <=
+    # 0.0167 (3 <= 3). 0.001 <= 0.05/3: reject. Step 2, four left: K=1 counts 3; K=2: floors
+    # 0.001, 0.01 <= 0.025: 2 <= 2. 0.004 <= 0.025: reject. Step 3, three left: K=1 counts 0.01
+    # and 0.03 (2 > 1); K=2: 0.01 only. 0.02 <= 0.025: reject. Step 4, two left: K=1 counts 0.03
+    # (1 <= 1). 0.03 <= 0.05: reject. Step 5: 0.5 > 0.05: stop.
+    assert ec.tarone_holm(p, floors) == [True, True, True, True, False]
+    # Holm: 0.001 * 5, 0.004 * 4 pass; 0.02 * 3 = 0.06 > 0.05 stops there
+    holm = [q * (5 - k) <= 0.05 for k, q in enumerate(sorted(p))]
+    assert holm == [True, True, False, False, False]
+    # with every floor 0 (continuous tests) it is Holm exactly
+    assert ec.tarone_holm(p, [0.0] * 5) == [True, True, False, False, False]
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (([0.5], [0.1, 0.1]), "min_p_values must be a non-empty list of 1"),
+        (([0.01], [0.05]), "below its smallest attainable p"),
+        (([1.5], [0.1]), "p_values"),
+        (([0.5], [0.1], 0.0), "alpha"),
+    ],
+)
+def test_tarone_holm_rejects_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        ec.tarone_holm(*args)
+
+
+# The robustness interval --------------------------------------------------------------------------
+
+
+def test_robustness_wilson_interval_counts_examples_not_records():
+    # 3 questions x (clean + 2 perturbations) = 9 records; worst case per question: 1, 0, 0.
+    records = [
+        {"index": i, "perturbation": p, "score": s}
+        for i, scores in enumerate([(1, 1, 1), (1, 0, 1), (0, 0, 0)])
+        for p, s in zip(("clean", "a", "b"), scores)
+    ]
+    result = ec.with_interval(ec.EvalResult("robustness", 1 / 3, records))
+    assert result.extras["n"] == 3 and result.extras["ci_method"] == "wilson"
+    assert result.extras["ci95"] == pytest.approx(_wilson(1, 3))  # not Wilson(k, 9)
+
+
+def _wilson(k, n, z=1.959963984540054):
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [centre - half, centre + half]

@@ -64,6 +64,7 @@ def test_demo_exits_0_and_writes_strict_json_with_stable_keys(demo_runs):
             "schema_version",
             "aggregate",
             "aggregate_ci95",
+            "aggregate_ci_method",
             "weights",
             "evals",
             "meta",
@@ -83,6 +84,8 @@ def test_demo_exits_0_and_writes_strict_json_with_stable_keys(demo_runs):
             assert ev["ci95"] == ev["extras"]["ci95"] and ev["extras"]["n"] == 20
             assert ev["ci95"][0] <= ev["value"] <= ev["ci95"][1]
         assert 0.0 <= report["aggregate"] <= 1.0
+        assert report["schema_version"] == 3
+        assert report["aggregate_ci_method"].startswith("percentile bootstrap, 25 facts drawn")
         low, high = report["aggregate_ci95"]
         assert low <= report["aggregate"] <= high
         assert report["aggregate"] == pytest.approx(
