@@ -4079,9 +4079,9 @@ def load_beyond_english(path=BEYOND_ENGLISH_PATH):
 _CJK_CHAR = re.compile(
     "([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f])"
 )
-# CJK punctuation ("。", "，", "、", "《", "」", "・", ...): the Unicode punctuation (category P) of the
-# CJK Symbols and Punctuation block, the katakana middle dot and the full-width forms. Split off like
-# a CJK character, so that "2048。" is "2048" and "。".
+# CJK punctuation ("。", "，", "、", "《", "」", "・", ...): the Unicode punctuation (category P)
+# of the CJK Symbols and Punctuation block, the katakana middle dot and the full-width forms.
+# Split off like a CJK character, so that "2048。" is "2048" and "。".
 _CJK_PUNCT = re.compile(
     "(["
     + "".join(

@@ -94,7 +94,7 @@ def test_segment_mixed_agrees_with_the_cmrc_2018_segmentation(text):
     ],
 )
 def test_segment_mixed_drops_punctuation_as_cmrc_2018_does_for_f1(text):
-    """CMRC 2018 scores F1 on mixed_segmentation(..., rm_punc=True): its punctuation list removed."""
+    """CMRC 2018 scores F1 on mixed_segmentation(..., rm_punc=True): its punctuation removed."""
     assert ec.segment_mixed(ec.normalise_f1(text)) == cmrc_mixed_segmentation(text, rm_punc=True)
 
 
