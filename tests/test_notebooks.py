@@ -107,3 +107,48 @@ def test_make_sync_is_quiet(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "1 + 1" in (tmp_path / "notebooks" / lesson.name).read_text(encoding="utf-8")
     assert "not trusted" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+THREAD_LINE = 'torch.set_num_threads(1)  # on purpose: see the README\'s "Threads" section'
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_thread_line_makes_no_speed_claim(path):
+    """Convention 3 of issue 18: the README's "Threads" section says what `make bench` measured."""
+    nb = nbformat.read(path, as_version=4)
+    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.split("\n")]
+    threads = [line for line in lines if "set_num_threads" in line]
+    assert threads == [THREAD_LINE], threads
+    readme = (build_editions.ROOT / "README.md").read_text(encoding="utf-8")
+    assert "\n## Threads\n" in readme
+
+
+# Claims the second review (issue 18) found false, unmeasured or reasoned backwards, each with the
+# file it was in: they must not come back.
+RETRACTED = [
+    ("01_perplexity_pitfalls", "bits per token is also bits per"),
+    ("01_perplexity_pitfalls", "the number hardly moves"),
+    ("01_perplexity_pitfalls", "does not help, so the textbook order"),
+    ("01_perplexity_pitfalls", "much faster than the default"),
+    ("03_token_f1", "and lowers the frog answer, because"),
+    ("04_mock_judge", "A **real** LLM judge would"),
+    ("11_real_model", "much faster than the default"),
+    ("11_real_model", "pairs, the closing token included"),
+    ("11_real_model", "about half a gigabyte"),
+    ("11_real_model", 'misspelt ("Bes make\nhoney.", "A weeek has haseven days.") or babble'),
+    ("12_beyond_english", "Under every policy the wrong answers still average more"),
+    ("12_beyond_english", "carries roughly what an English"),
+    ("12_beyond_english", "make it a little less than three"),
+    ("README", "two are\nfaster on an idle machine"),
+]
+
+
+@pytest.mark.parametrize("name, claim", RETRACTED, ids=[f"{n}:{c[:24]}" for n, c in RETRACTED])
+def test_a_retracted_claim_does_not_come_back(name, claim):
+    if name == "README":
+        text = (build_editions.ROOT / "README.md").read_text(encoding="utf-8")
+    else:
+        (path,) = [p for p in NOTEBOOKS if p.stem == name]
+        nb = nbformat.read(path, as_version=4)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert " ".join(claim.split()) not in " ".join(text.split()), f"{name}: {claim!r}"
