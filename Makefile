@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# JupyterLab refuses to start as root unless told; containers and course VMs often run as root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: setup demo test lint format lab bench checkpoint notebooks sync editions clean
 
@@ -30,7 +32,7 @@ format: $(STAMP)  ## apply ruff's fixes and formatting
 	$(BIN)/ruff format .
 
 lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, editions/); saving a lesson writes its .py too
-	$(BIN)/jupyter lab --ServerApp.root_dir=.
+	$(BIN)/jupyter lab --ServerApp.root_dir=. $(ALLOW_ROOT)
 
 bench: $(STAMP)  ## performance figures, as ratios against baselines measured in the same run
 	$(BIN)/python benchmarks/bench_evalcore.py
@@ -44,7 +46,7 @@ notebooks: sync  ## re-execute every lesson top to bottom in a fresh kernel, in 
 	$(MAKE) editions
 
 sync: $(STAMP)  ## bring each lesson's .ipynb and its text source (.py) in step: the newer file wins
-	$(BIN)/jupytext --sync notebooks/[0-9][0-9]_*.ipynb
+	$(BIN)/jupytext --sync --quiet notebooks/[0-9][0-9]_*.ipynb
 
 editions: $(STAMP)  ## build editions/student (solutions stubbed) and editions/live (live cells emptied)
 	$(BIN)/python tools/build_editions.py

@@ -1402,6 +1402,7 @@ def _corpus_extras(flat, records, tok, max_len, stride):
     scored = [r for r in records if r["score"] is not None]
     bits = total_nll / math.log(2)
     total_bytes, total_chars = sum(r["n_bytes"] for r in scored), sum(r["n_chars"] for r in scored)
+    bos = bool(getattr(tok, "bos_ids", ()))
     return {
         "total_tokens": total_tokens,
         "total_nll": total_nll,
@@ -1411,7 +1412,10 @@ def _corpus_extras(flat, records, tok, max_len, stride):
         "bits_per_byte": bits / total_bytes,
         "total_chars": total_chars,
         "bits_per_char": bits / total_chars,
-        "bos": bool(getattr(tok, "bos_ids", ())),
+        "bos": bos,
+        # Predicted from the BOS when there is one; else context only, its bytes still counted in
+        # total_bytes. lm-evaluation-harness always scores it (a prefix token: BOS, else EOS).
+        "first_token_scored": bos,
         "max_len": max_len,
         "stride": stride,
         "histogram": _loss_histogram(flat),
@@ -1422,10 +1426,11 @@ def perplexity_eval(model, tok, texts, max_len=None, batch_size=8, stride=None):
     """Corpus perplexity exp(total NLL / total scored tokens) over held-out texts.
 
     Each text is tok.bos_ids + tok.encode(text): with no BOS (TinyGPT) the first token is context
-    and never predicted. max_len defaults to the model's own (model.config.max_len), else 256;
-    stride to max_len // 2. extras["bits_per_byte"] is the total NLL in bits over the total UTF-8
-    bytes of the scored texts, every byte counted as lm-evaluation-harness counts them;
-    extras["bits_per_char"] the same over Unicode code points (a Chinese character is 3 bytes).
+    and never predicted (extras["first_token_scored"] says which). max_len defaults to the model's
+    own (model.config.max_len), else 256; stride to max_len // 2. extras["bits_per_byte"] is the
+    total NLL in bits over every UTF-8 byte of the scored texts, the first token's included;
+    it equals lm-evaluation-harness's bits_per_byte only when the first token is scored too (a
+    BOS: wrap_hf(..., add_bos=True)). extras["bits_per_char"]: the same over Unicode code points.
 
     Lesson 01."""
     _check_strings("texts", texts)
@@ -4319,14 +4324,34 @@ def load_beyond_english(path=BEYOND_ENGLISH_PATH):
 _CJK_CHAR = re.compile(
     "([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f])"
 )
+# CJK punctuation ("。", "，", "、", "《", "」", "・", ...): the Unicode punctuation (category P)
+# of the CJK Symbols and Punctuation block, the katakana middle dot and the full-width forms.
+# Split off like a CJK character, so that "2048。" is "2048" and "。".
+_CJK_PUNCT = re.compile(
+    "(["
+    + "".join(
+        chr(c)
+        for c in [*range(0x3000, 0x3040), 0x30FB, *range(0xFF00, 0xFF66)]
+        if unicodedata.category(chr(c)).startswith("P")
+    )
+    + "])"
+)
+
+
+def _is_punctuation(token):
+    return all(unicodedata.category(ch).startswith("P") for ch in token)
 
 
 def segment_mixed(text):
-    """Whitespace tokens, with every CJK ideograph and kana character a token of its own:
-    "巴黎是Paris" -> ["巴", "黎", "是", "Paris"]. Latin words stay whole; punctuation is kept.
+    """Whitespace tokens, with every CJK ideograph and kana character a token of its own, and
+    tokens of punctuation alone dropped: "巴黎是Paris。" -> ["巴", "黎", "是", "Paris"].
 
     Lesson 12."""
-    return _CJK_CHAR.sub(r" \1 ", text).split()
+    # Dropped on purpose (issue 18 B.3): split off, "。" would be a token that carries nothing, and
+    # "...东岸。" would score 0.952 against "...东岸"; CMRC 2018 and MLQA remove punctuation too.
+    # Punctuation inside a Latin token stays, as in whitespace F1: "Paris." is not "Paris".
+    spaced = _CJK_PUNCT.sub(r" \1 ", _CJK_CHAR.sub(r" \1 ", text))
+    return [t for t in spaced.split() if not _is_punctuation(t)]
 
 
 SEGMENTATIONS = {

@@ -8,6 +8,7 @@ Figures, not tests: timings move with the machine and its load, ratios much less
 import argparse
 import json
 import math
+import os
 import resource
 import subprocess
 import sys
@@ -153,6 +154,61 @@ def bench_demo():
     )
 
 
+def busy_core(seconds):
+    """A subprocess that keeps one core busy for at most `seconds` (a bounded busy loop), as
+    another notebook or session would; the caller ends it sooner."""
+    loop = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
+    return subprocess.Popen([sys.executable, "-c", loop])
+
+
+def thread_workloads(model, tok, fx):
+    """The course's own workloads, each a few seconds at most on one thread, with how many runs
+    to take the best of."""
+    hf_model, hf_tok = ec.load_hf(ec.HF_CHECKPOINT_DIR)
+    prompts = [q for q, _ in fx["em"]]
+    return {
+        "perplexity_eval, TinyGPT, lm fixture": (
+            lambda: ec.perplexity_eval(model, tok, fx["lm"]),
+            5,
+        ),
+        "perplexity_eval, BPE GPT-2, lm fixture": (
+            lambda: ec.perplexity_eval(hf_model, hf_tok, fx["lm"]),
+            5,
+        ),
+        "generate, TinyGPT, 20 prompts x 48 tokens": (lambda: ec.generate(model, tok, prompts), 5),
+        "train_tinygpt, 6 steps of 16 x 256": (
+            lambda: ec.train_tinygpt(steps=6, progress=False),
+            1,
+        ),
+    }
+
+
+def bench_threads(model, tok, fx):
+    """1 against 2 torch threads on each workload: with nothing else started by the bench, then
+    with the other core kept busy by a busy-loop subprocess. A ratio above 1: two threads faster."""
+    workloads = thread_workloads(model, tok, fx)
+    before = torch.get_num_threads()
+    print("torch threads, 1 against 2 (time on 1 thread / time on 2; above 1: two are faster)")
+    print(f"  load average before (1, 5, 15 min): {os.getloadavg()}; cores: {os.cpu_count()}")
+    print(f"  {'workload':<44} {'idle':>6} {'other core busy':>16}")
+    for name, (fn, repeat) in workloads.items():
+        ratios = []
+        for busy in (False, True):
+            loop = busy_core(600) if busy else None
+            try:
+                times = {}
+                for n in (1, 2, 1, 2):  # interleaved, the best of each kept
+                    torch.set_num_threads(n)
+                    times[n] = min(times.get(n, math.inf), best_of(fn, repeat))
+            finally:
+                if loop is not None:
+                    loop.kill()
+                    loop.wait()
+            ratios.append(times[1] / times[2])
+        print(f"  {name:<44} {ratios[0]:6.2f} {ratios[1]:16.2f}")
+    torch.set_num_threads(before)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-demo", action="store_true", help="skip the demo wall-time run")
@@ -170,6 +226,8 @@ def main():
     bench_fixture_batching(model, tok, fx["lm"])
     print()
     bench_generate(tok)
+    print()
+    bench_threads(model, tok, fx)
     if not args.skip_demo:
         print()
         bench_demo()

@@ -31,7 +31,7 @@
 # - how a list of acceptable references is scored: best over the list with `normalise_em`, and the
 #   SQuAD v2.0 script's extra step (drop the references that normalise to `""`) with `normalise_squad`.
 #
-# **Time needed:** about 25 minutes.
+# **Time needed:** about 70 minutes.
 #
 # **Builds on:** lesson 01 (loading the shipped TinyGPT and the fixtures). Here we only need the model's
 # answers to the 20 EM questions; nothing is trained.
@@ -53,7 +53,7 @@ import torch
 
 import evalcore as ec
 
-torch.set_num_threads(1)  # a tiny model: one thread is fastest, and does not collapse when other processes load the cores
+torch.set_num_threads(1)  # on purpose: see the README's "Threads" section
 
 model = ec.load_pretrained()
 tok = ec.InstructionTokenizer()
@@ -61,7 +61,7 @@ fx = ec.load_fixtures()
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# The evalcore call: em = ec.exact_match_eval(model, tok, fx["em"]); then predictions, references, Wilson interval
+# The evalcore call: em = ec.exact_match_eval(model, tok, fx["em"]); then predictions, references, Wilson interval; defines: em, hi, lo, preds, refs
 em = ec.exact_match_eval(model, tok, fx["em"])
 preds = [r["prediction"] for r in em.per_example]
 refs = [r["reference"] for r in em.per_example]
@@ -100,7 +100,7 @@ assert em.extras["ci95"] == list(ec.wilson_interval(6, 20)) and 0.14 < lo < 0.15
 # below that the last step is exactly it.
 
 # %% tags=["live"]
-# Rebuild normalise_em cumulatively: lowercase; + strip; + collapse whitespace; + drop trailing .!?
+# Rebuild normalise_em cumulatively: lowercase; + strip; + collapse whitespace; + drop trailing .!?; defines: step_collapse, step_lowercase, step_strip, step_trailing
 # Teaching scaffolding: normalise_em rebuilt one step at a time (each step includes the ones before).
 def step_lowercase(s):
     return s.lower()
@@ -131,7 +131,7 @@ pd.DataFrame({"after step": list(STEPS), "text (repr)": [repr(f(messy)) for f in
 # list of references (more on that at the end).
 
 # %% tags=["live"]
-# Verdicts per example and step: ec.exact_match(p, r, normalise=f) for each step; flips = changes from the step before
+# Verdicts per example and step: ec.exact_match(p, r, normalise=f) for each step; flips = changes from the step before; defines: flips, verdict_table
 def verdict_table(predictions, references):
     """One row per example, one column per cumulative step: the EM verdict (0 or 1)."""
     return pd.DataFrame({name: [ec.exact_match(p, r, normalise=f)
@@ -549,7 +549,7 @@ multi
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# First reference only, on purpose: exact_match_first_only, printed next to ec.exact_match on a list
+# First reference only, on purpose: exact_match_first_only, printed next to ec.exact_match on a list; defines: exact_match_first_only
 # BUGGY ON PURPOSE: only the first acceptable reference is consulted.
 def exact_match_first_only(prediction, reference):
     first = reference if isinstance(reference, str) else reference[0]
@@ -681,6 +681,7 @@ for c, p, r in POLICY_CASES:
     flips = ec.exact_match(p, r) != ec.exact_match(p, r, normalise=normalise_em_no_articles)
     assert (c in flipped_cases) == flips, f"expected flipped_cases to hold exactly the labels whose verdict your normaliser changes; look again at {c!r}"
 assert abs(fixture_em - em_score(preds, refs, normalise_em_no_articles)) < 1e-9, f"expected the model's EM on the 20 fixture questions under your normaliser; got {fixture_em!r}"
+print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
 # Three cases flip: the two article cases, as intended, and `"empty vs letter A"`. The article rule
@@ -711,6 +712,7 @@ assert all(c.endswith(".") and c == c.upper() for c in chatty), f"expected answe
 assert [ec.normalise_em(c) for c in chatty] == [ec.normalise_em(p) for p in preds], "expected each chatty answer to be its model answer in capitals plus a full stop"
 assert abs(raw_em - em_score(chatty, refs, lambda s: s)) < 1e-9, f"expected EM of the chatty answers with no normalisation; got {raw_em!r}"
 assert abs(norm_em - em_score(chatty, refs, ec.normalise_em)) < 1e-9, f"expected EM of the chatty answers under ec.normalise_em; got {norm_em!r}"
+print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
 # With no normalisation the chatty answers score 0: not one matches its reference character for
@@ -737,6 +739,7 @@ print(ec.normalise_squad(false_pred), ec.normalise_squad(false_ref))
 assert float(false_pred) != float(false_ref), f"expected two different numbers; got {false_pred!r} and {false_ref!r}"
 assert ec.exact_match(false_pred, false_ref, normalise=ec.normalise_squad) == 1.0, f"expected a match under ec.normalise_squad; got none for {false_pred!r} and {false_ref!r}"
 assert ec.exact_match(false_pred, false_ref) == 0.0, f"expected no match under ec.normalise_em; got one for {false_pred!r} and {false_ref!r}"
+print("Exercise 3: check passed.")
 
 # %% [markdown]
 # ### Exercise 4: Japanese punctuation
@@ -766,6 +769,7 @@ for s, want in [("東京。", "東京"), ("Paris！ ", "paris"), ("本当？！"
 for c, p, r in POLICY_CASES:
     fixed = ec.exact_match(p, r, normalise=normalise_em_cjk) > ec.exact_match(p, r)
     assert (c in fixed_cases) == fixed, f"expected fixed_cases to hold exactly the labels your normaliser turns from a miss into a match; look again at {c!r}"
+print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
 # Two cases are fixed, `"CJK full stop U+3002"` and `"full-width ! U+FF01"`. The full-width letters

@@ -288,6 +288,20 @@ def test_extras(trained_model, tok):
     assert all(set(w) == {"text", "begin", "end", "first_scored"} for w in ex["windows"])
 
 
+def test_bits_per_byte_counts_every_byte_bits_per_token_only_the_scored_ones(trained_model, tok):
+    """Without BOS the first byte of each text is context: bits per token divides by the n - 1
+    predictions, bits per byte by all n bytes, so on byte tokens the two differ (issue 18 A.11)."""
+    ascii_texts = [t for t in TEXTS if t.isascii()]
+    result = ec.perplexity_eval(trained_model, tok, ascii_texts, max_len=128)
+    ex, bits = result.extras, result.extras["total_nll"] / math.log(2)
+    n_bytes = sum(len(t.encode("utf-8")) for t in ascii_texts)
+    assert ex["first_token_scored"] is False and ex["bos"] is False
+    assert (ex["total_bytes"], ex["total_tokens"]) == (n_bytes, n_bytes - len(ascii_texts))
+    assert ex["bits_per_token"] == pytest.approx(bits / (n_bytes - len(ascii_texts)), rel=1e-12)
+    assert ex["bits_per_byte"] == pytest.approx(bits / n_bytes, rel=1e-12)
+    assert ex["bits_per_byte"] < ex["bits_per_token"]
+
+
 # ----------------------------------------------------------------------------------------------
 # Bad inputs
 # ----------------------------------------------------------------------------------------------

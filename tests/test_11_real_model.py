@@ -140,6 +140,49 @@ def test_bos_flag_prefixes_texts_and_plain_prompts(shipped):
     assert bos.extras["bos"] and not plain.extras["bos"]
 
 
+def lm_eval_rolling_windows(tokens, prefix_token, max_seq_len):
+    """lm-evaluation-harness's get_rolling_token_windows(context_len=1) then make_disjoint_window
+    (lm_eval/utils.py at 4e7e0d4), rewritten: (input ids, the ids their last logits predict)."""
+    first = min(max_seq_len, len(tokens))
+    windows, predicted = [([prefix_token] + tokens[: first - 1], tokens[:first])], first
+    while predicted < len(tokens):
+        n = min(len(tokens) - predicted, max_seq_len)
+        end = predicted + n
+        windows.append((tokens[end - max_seq_len - 1 : end - 1], tokens[end - n : end]))
+        predicted += n
+    return [(inp[: len(inp) - (len(pred) - 1)], pred) for inp, pred in windows]
+
+
+@torch.no_grad()
+def lm_eval_bits_per_byte(hf_model, hf_tok, texts, max_seq_len):
+    """bits_per_byte as lm-evaluation-harness computes it for a rolling-loglikelihood task: the
+    prefix token is BOS, else EOS (prefix_token_id in lm_eval/models/huggingface.py); the summed
+    log-likelihood over the summed UTF-8 bytes (weighted_mean), negated, over ln 2."""
+    prefix = hf_tok.bos_token_id if hf_tok.bos_token_id is not None else hf_tok.eos_token_id
+    total_ll, total_bytes = 0.0, 0
+    for text in texts:
+        tokens = hf_tok.encode(text, add_special_tokens=False)
+        for inp, pred in lm_eval_rolling_windows(tokens, prefix, max_seq_len):
+            ids = torch.tensor([(inp + pred)[:-1]])  # as _loglikelihood_tokens feeds them
+            logp = F.log_softmax(hf_model(input_ids=ids).logits[0].double(), -1)[-len(pred) :]
+            total_ll += float(logp.gather(-1, torch.tensor(pred)[:, None]).sum())
+        total_bytes += len(text.encode("utf-8"))
+    return -total_ll / total_bytes / math.log(2)
+
+
+def test_bits_per_byte_with_bos_is_lm_evals_and_without_is_not(shipped):
+    """lm-evaluation-harness scores every text's first token (after its prefix token); evalcore
+    does so only with add_bos=True, and extras["first_token_scored"] says which (issue 18 B.2)."""
+    model, tok = shipped
+    texts = ec.load_fixtures()["lm"]  # text 19 is longer than the 256-token context: two windows
+    _, tok_bos = ec.wrap_hf(model.hf, tok.hf, add_bos=True)
+    harness = lm_eval_bits_per_byte(model.hf, tok.hf, texts, model.config.max_len)
+    with_bos, without = (ec.perplexity_eval(model, t, texts) for t in (tok_bos, tok))
+    assert with_bos.extras["first_token_scored"] and not without.extras["first_token_scored"]
+    assert with_bos.extras["bits_per_byte"] == pytest.approx(harness, abs=1e-6)
+    assert abs(without.extras["bits_per_byte"] - harness) > 0.05
+
+
 def test_chat_template_is_used_when_the_tokenizer_has_one(bpe_tokenizer):
     hf_tok = ec.train_bpe_tokenizer(TEXTS, vocab_size=300)
     hf_tok.chat_template = "{% for m in messages %}<user>{{ m['content'] }}</user>{% endfor %}<bot>"

@@ -56,7 +56,11 @@ def cmrc_f1(prediction, answer):
         ("iPhone手机", ["iPhone", "手", "机"]),
         ("東京タワー", ["東", "京", "タ", "ワ", "ー"]),  # kana are split too
         ("서울은 수도다", ["서울은", "수도다"]),  # Hangul keeps its spaced words
-        ("巴黎。", ["巴", "黎", "。"]),  # punctuation kept, as normalise_f1 keeps it
+        ("巴黎。", ["巴", "黎"]),  # a mark of punctuation alone is not a token (issue 18 B.3)
+        ("“巴黎”、「东京」！", ["巴", "黎", "东", "京"]),
+        ("QS-2048。", ["QS-2048"]),  # a CJK mark is split off a Latin token, then dropped
+        ("Paris. 巴黎", ["Paris.", "巴", "黎"]),  # Latin punctuation inside a word stays
+        ("東京・大阪", ["東", "京", "大", "阪"]),  # the katakana middle dot
         ("𠀀𠀁", ["𠀀", "𠀁"]),  # extension B ideographs, beyond the BMP
         ("", []),
     ],
@@ -77,6 +81,28 @@ def test_segment_mixed_hand_cases(text, expected):
 )
 def test_segment_mixed_agrees_with_the_cmrc_2018_segmentation(text):
     assert ec.segment_mixed(ec.normalise_f1(text)) == cmrc_mixed_segmentation(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "青石镇位于白鹭河东岸。",
+        "《红楼梦》的作者是曹雪芹，生于南京。",
+        "「东京」、大阪（日本）：二城？",
+        "他说：“好！”",
+        "邮编是qs2048。",
+    ],
+)
+def test_segment_mixed_drops_punctuation_as_cmrc_2018_does_for_f1(text):
+    """CMRC 2018 scores F1 on mixed_segmentation(..., rm_punc=True): its punctuation removed."""
+    assert ec.segment_mixed(ec.normalise_f1(text)) == cmrc_mixed_segmentation(text, rm_punc=True)
+
+
+def test_a_trailing_ideographic_full_stop_costs_nothing_under_mixed_segmentation():
+    reference = "青石镇位于白鹭河东岸"
+    assert ec.token_f1(reference + "。", reference, segmentation="mixed") == 1.0  # was 20 / 21
+    assert ec.token_f1(reference + "。", reference) == 0.0  # whitespace: one token each, differ
+    assert ec.token_f1("Paris.", "Paris", segmentation="mixed") == 0.0  # Latin: as in lesson 03
 
 
 def test_token_f1_mixed_hand_computed():

@@ -26,10 +26,63 @@ def edition(name, path):
 
 def code_of(cell):
     """A code cell's source as Python: IPython magics and shell lines commented out."""
-    return "\n".join(
-        "#" + line if line.lstrip().startswith(("%", "!")) else line
-        for line in cell.source.split("\n")
-    )
+    return be.python_source(cell.source)
+
+
+def _params(args):
+    every = args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]
+    return {a.arg for a in every if a is not None}
+
+
+def free_names(node, bound=frozenset()):
+    """Names a piece of code reads from the notebook's namespace: a function's parameters and
+    locals, and a comprehension's targets, are not free in it."""
+    if isinstance(node, ast.Module):
+        return set().union(*(free_names(n, bound) for n in node.body)) if node.body else set()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        outer = node.args.defaults + node.args.kw_defaults + getattr(node, "decorator_list", [])
+        free = set().union(set(), *(free_names(n, bound) for n in outer if n is not None))
+        body = node.body if isinstance(node.body, list) else [node.body]
+        local = _params(node.args) | be.top_level_bindings(ast.unparse(ast.Module(body, [])))
+        return free | set().union(set(), *(free_names(n, bound | local) for n in body))
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        targets = [n for g in node.generators for n in ast.walk(g.target)]
+        local = {n.id for n in targets if isinstance(n, ast.Name)}
+        return set().union(*(free_names(n, bound | local) for n in ast.iter_child_nodes(node)))
+    if isinstance(node, ast.Name):
+        return {node.id} - bound if isinstance(node.ctx, ast.Load) else set()
+    return set().union(set(), *(free_names(n, bound) for n in ast.iter_child_nodes(node)))
+
+
+def hidden_names_used_later(nb):
+    """(live cell, name, later cell) for each name a live cell binds but its hint does not list,
+    read by a later cell (an exercise's solution and check included) before any rebinds it."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if not be.is_live(cell):
+            continue
+        hidden = be.top_level_bindings(cell.source) - set(be.live_defines(cell))
+        for j, later in enumerate(nb.cells[i + 1 :], i + 1):
+            if later.cell_type != "code" or not hidden:
+                continue
+            reads, hidden = reads_before_rebinding(ast.parse(code_of(later)).body, hidden)
+            found += [(i, name, j) for name in sorted(reads)]
+    return found
+
+
+def reads_before_rebinding(statements, names):
+    """(the names read before a statement rebinds them, the names still not rebound after)."""
+    reads = set()
+    for stmt in statements:
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):  # the target is bound before the body runs
+            reads |= free_names(stmt.iter) & names
+            names = names - {n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name)}
+            inner, names = reads_before_rebinding(stmt.body + stmt.orelse, names)
+            reads |= inner
+        else:
+            reads |= free_names(stmt) & names
+        names = names - be.top_level_bindings(ast.unparse(stmt))
+    return reads, names
 
 
 def test_committed_editions_are_what_make_editions_builds():
@@ -117,6 +170,46 @@ def test_every_other_cell_matches_the_instructor(path, name):
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_every_exercise_check_ends_by_saying_it_passed(path):
+    """Convention 1 of issue 18: the last line of an exercise cell reports a passing check."""
+    for cell in read(path).cells:
+        if be.is_exercise(cell):
+            number = be.exercise_task(be.split_solution(cell.source)[0])[0]
+            last = cell.source.rstrip().split("\n")[-1]
+            assert last == f'print("Exercise {number}: check passed.")', (
+                f"{path.name}, exercise {number}: its last line is {last!r}"
+            )
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
+def test_live_hints_name_every_name_a_later_cell_reads(path):
+    """Convention 2: `...; defines: a, b` lists every name the live cell binds that a later cell
+    reads (exercises included, whose solutions the student-edition run below does not execute),
+    and only names the cell binds."""
+    nb = read(path)
+    for i, cell in enumerate(nb.cells):
+        if be.is_live(cell):
+            hint, listed = be.live_hint(cell), be.live_defines(cell)
+            assert ("defines:" in hint) == bool(listed), f"{path.name} cell {i}: {hint!r}"
+            unbound = set(listed) - be.top_level_bindings(cell.source)
+            assert not unbound, f"{path.name} cell {i} lists names it does not bind: {unbound}"
+    missing = [
+        f"cell {i} binds {name!r}, read by cell {j}" for i, name, j in hidden_names_used_later(nb)
+    ]
+    assert not missing, f"{path.name}: " + "; ".join(missing)
+
+
+def test_the_static_check_sees_a_hidden_name():
+    cells = [
+        nbformat.v4.new_code_cell("# type a; defines: a\na, b = 1, 2", metadata={"tags": ["live"]}),
+        nbformat.v4.new_code_cell("def f(b):\n    return a + b\nprint([b for b in 'x'])"),
+        nbformat.v4.new_code_cell("for a in 'y':\n    print(a)\nprint(f(1) + b)"),
+        nbformat.v4.new_code_cell("b = 3\nprint(b)"),
+    ]
+    assert hidden_names_used_later(nbformat.v4.new_notebook(cells=cells)) == [(0, "b", 2)]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=IDS)
 def test_live_cells_keep_a_one_line_hint(path):
     live = [c for c in edition("live", path).cells if "live" in c.metadata.get("tags", [])]
     assert len(live) >= 2, f"{path.name}: {len(live)} live cells"
@@ -124,9 +217,22 @@ def test_live_cells_keep_a_one_line_hint(path):
         assert cell.source.startswith("# ") and "\n" not in cell.source and not cell.outputs
 
 
+def keep_only_listed_names(cell):
+    """The live cell as typed from its hint: the instructor's code, then every name it binds
+    that its hint does not list deleted, so a later cell that needs one fails with NameError."""
+    hidden = sorted(be.top_level_bindings(cell.source) - set(be.live_defines(cell)))
+    if hidden:
+        cell.source += f"\nfor _name in {hidden!r}:\n    globals().pop(_name, None)\ndel _name"
+
+
 def run_student(path):
-    """Run the student edition in a fresh kernel; its errors as (cell source, ename, evalue)."""
+    """Run the student edition in a fresh kernel, each live cell keeping only the names its hint
+    lists; its errors as (cell source, ename, evalue)."""
     nb = edition("student", path)
+    originals = [c.source for c in nb.cells]
+    for cell in nb.cells:
+        if be.is_live(cell):
+            keep_only_listed_names(cell)
     NotebookClient(
         nb,
         timeout=300,
@@ -134,8 +240,8 @@ def run_student(path):
         resources={"metadata": {"path": str(be.EDITIONS / "student")}},
     ).execute()
     return [
-        (c.source, o.ename, o.evalue)
-        for c in nb.cells
+        (source, o.ename, o.evalue)
+        for c, source in zip(nb.cells, originals)
         if c.cell_type == "code"
         for o in c.outputs
         if o.output_type == "error"
@@ -164,6 +270,8 @@ def test_student_edition_runs_with_only_the_stubs_not_done(path, student_runs):
         for c in edition("student", path).cells
         if "raises-exception" in c.metadata.get("tags", [])
     ]
+    unexpected = [(ename, evalue) for source, ename, evalue in errors if source not in stubs]
+    assert not unexpected, f"{path.name}: errors outside the exercise stubs: {unexpected}"
     assert [source for source, _, _ in errors] == stubs
     assert all(
         ename == "NotImplementedError" and be.NOT_DONE in evalue for _, ename, evalue in errors

@@ -1,7 +1,12 @@
 """Structure checks on the committed lessons; nbval (same pytest run) re-executes them."""
 
 import json
+import os
+import shutil
+import subprocess
 
+import lesson_time
+import nbformat
 import pytest
 
 import build_editions
@@ -46,3 +51,104 @@ def test_lesson_shape(path):
     images = [o for c in cells for o in c["outputs"] if "image/png" in o.get("data", {})]
     assert len(images) >= 2
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stated_time_is_the_estimate_from_words_and_cells(path):
+    """Issue 18 D.3: "Time needed" is markdown words / 100 + one minute per code cell, to 5 min."""
+    nb = nbformat.read(path, as_version=4)
+    words, cells = lesson_time.markdown_words(nb), lesson_time.code_cells(nb)
+    assert lesson_time.stated(nb) == lesson_time.estimate(nb), (
+        f"{path.name}: {words} words, {cells} code cells: about {lesson_time.estimate(nb)} "
+        f"minutes; it states {lesson_time.stated(nb)} (python tools/lesson_time.py)"
+    )
+
+
+@pytest.mark.parametrize(
+    "words, cells, minutes",
+    [(0, 1, 5), (1240, 0, 10), (1250, 0, 15), (2000, 13, 35), (4400, 88, 130)],
+)
+def test_lesson_time_estimate_by_hand(words, cells, minutes):
+    md = nbformat.v4.new_markdown_cell("**Time needed:** about 5 minutes. " + "w " * (words - 5))
+    code = [nbformat.v4.new_code_cell("x = 1") for _ in range(cells)] + [
+        nbformat.v4.new_code_cell("  ")  # an empty cell takes no time
+    ]
+    nb = nbformat.v4.new_notebook(cells=[md] + code if words else code)
+    assert lesson_time.markdown_words(nb) == words and lesson_time.code_cells(nb) == cells
+    assert lesson_time.estimate(nb) == minutes
+
+
+def make_dry_run(target):
+    """The commands `make <target>` would run, printed by make -n (nothing is run)."""
+    done = subprocess.run(["make", "-n", target], cwd=build_editions.ROOT, capture_output=True)
+    return done.stdout.decode()
+
+
+def test_make_lab_passes_allow_root_exactly_when_run_as_root():
+    """Issue 18 D.4: Jupyter refuses to start as root without --allow-root."""
+    command = [line for line in make_dry_run("lab").splitlines() if "jupyter lab" in line]
+    assert len(command) == 1, command
+    assert ("--allow-root" in command[0]) == (os.geteuid() == 0), command[0]
+
+
+def test_make_sync_is_quiet(tmp_path):
+    """Issue 18 D.6: `make sync` printed "Notebook is not trusted" twice per lesson. Its command
+    is run here on a copy of one lesson pair, with the .py edited so that there is work to do."""
+    (command,) = [line for line in make_dry_run("sync").splitlines() if "jupytext" in line]
+    lesson = NOTEBOOKS[0]
+    (tmp_path / "notebooks").mkdir()
+    for source in (lesson, lesson.with_suffix(".py"), lesson.parent / "jupytext.toml"):
+        shutil.copy(source, tmp_path / "notebooks" / source.name)
+    paired = tmp_path / "notebooks" / lesson.with_suffix(".py").name
+    paired.write_text(paired.read_text(encoding="utf-8") + "\n# %%\n1 + 1\n", encoding="utf-8")
+    os.utime(paired, (os.path.getmtime(paired) + 10,) * 2)  # the text source is the newer file
+    command = command.replace(".venv/bin/", str(build_editions.ROOT / ".venv" / "bin") + "/")
+    done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "1 + 1" in (tmp_path / "notebooks" / lesson.name).read_text(encoding="utf-8")
+    assert "not trusted" not in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+THREAD_LINE = 'torch.set_num_threads(1)  # on purpose: see the README\'s "Threads" section'
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_thread_line_makes_no_speed_claim(path):
+    """Convention 3 of issue 18: the README's "Threads" section says what `make bench` measured."""
+    nb = nbformat.read(path, as_version=4)
+    lines = [line for c in nb.cells if c.cell_type == "code" for line in c.source.split("\n")]
+    threads = [line for line in lines if "set_num_threads" in line]
+    assert threads == [THREAD_LINE], threads
+    readme = (build_editions.ROOT / "README.md").read_text(encoding="utf-8")
+    assert "\n## Threads\n" in readme
+
+
+# Claims the second review (issue 18) found false, unmeasured or reasoned backwards, each with the
+# file it was in: they must not come back.
+RETRACTED = [
+    ("01_perplexity_pitfalls", "bits per token is also bits per"),
+    ("01_perplexity_pitfalls", "the number hardly moves"),
+    ("01_perplexity_pitfalls", "does not help, so the textbook order"),
+    ("01_perplexity_pitfalls", "much faster than the default"),
+    ("03_token_f1", "and lowers the frog answer, because"),
+    ("04_mock_judge", "A **real** LLM judge would"),
+    ("11_real_model", "much faster than the default"),
+    ("11_real_model", "pairs, the closing token included"),
+    ("11_real_model", "about half a gigabyte"),
+    ("11_real_model", 'misspelt ("Bes make\nhoney.", "A weeek has haseven days.") or babble'),
+    ("12_beyond_english", "Under every policy the wrong answers still average more"),
+    ("12_beyond_english", "carries roughly what an English"),
+    ("12_beyond_english", "make it a little less than three"),
+    ("README", "two are\nfaster on an idle machine"),
+]
+
+
+@pytest.mark.parametrize("name, claim", RETRACTED, ids=[f"{n}:{c[:24]}" for n, c in RETRACTED])
+def test_a_retracted_claim_does_not_come_back(name, claim):
+    if name == "README":
+        text = (build_editions.ROOT / "README.md").read_text(encoding="utf-8")
+    else:
+        (path,) = [p for p in NOTEBOOKS if p.stem == name]
+        nb = nbformat.read(path, as_version=4)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert " ".join(claim.split()) not in " ".join(text.split()), f"{name}: {claim!r}"

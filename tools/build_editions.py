@@ -5,7 +5,8 @@ The instructor notebooks in notebooks/ are the one source of truth:
   (nbgrader's markers), after a `# Exercise N: <what to write>` line and before the check;
 - a markdown cell tagged `solution` discusses an answer;
 - a code cell tagged `live` is one an instructor types in front of the class; its first comment
-  line says what to type.
+  line says what to type and ends with `; defines: a, b, f` naming every name the cell binds that
+  a later cell uses (the test runs each lesson with every other name the live cell binds deleted).
 
 editions/student/: solutions replaced by a stub that raises "not done yet" (the cell is tagged
 `raises-exception`, so a top-to-bottom run reports it and goes on), outputs cleared.
@@ -16,6 +17,7 @@ editions/live/: `live` cells emptied down to their one-line hint, every other ce
 """
 
 import argparse
+import ast
 import copy
 import json
 import re
@@ -99,6 +101,62 @@ def live_hint(cell):
     )
 
 
+DEFINES = re.compile(r"; defines: ([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*)$")
+
+
+def is_live(cell):
+    return cell.cell_type == "code" and "live" in cell.metadata.get("tags", [])
+
+
+def live_defines(cell):
+    """The names a live cell's hint lists (`...; defines: a, b, f`); () if it lists none."""
+    found = DEFINES.search(live_hint(cell))
+    return tuple(found.group(1).split(", ")) if found else ()
+
+
+def python_source(source):
+    """A code cell's source as Python: IPython magics and shell lines commented out."""
+    return "\n".join(
+        "#" + line if line.lstrip().startswith(("%", "!")) else line for line in source.split("\n")
+    )
+
+
+def _target_names(target):
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_target_names(t) for t in target.elts))
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    return set()  # an attribute or a subscript binds no name
+
+
+def top_level_bindings(source):
+    """Every name a cell binds in the notebook's namespace: assignments, for and with targets,
+    imports, def and class, walruses (a function's or a class's own body is not looked into)."""
+    names = set()
+    todo = list(ast.parse(python_source(source)).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign):
+            names = names.union(*(_target_names(t) for t in node.targets))
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            names |= _target_names(node.target)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            names |= _target_names(node.optional_vars)
+        elif isinstance(node, ast.NamedExpr):
+            names |= _target_names(node.target)
+        todo.extend(ast.iter_child_nodes(node))
+    return names
+
+
 def add_tag(cell, tag):
     tags = cell.metadata.setdefault("tags", [])
     if tag not in tags:
@@ -123,7 +181,7 @@ def live_edition(nb):
     """`live` cells emptied to their hint; every other cell keeps its source and outputs."""
     nb = copy.deepcopy(nb)
     for cell in nb.cells:
-        if cell.cell_type == "code" and "live" in cell.metadata.get("tags", []):
+        if is_live(cell):
             cell.source = live_hint(cell) + "  (type this live)"
             cell.outputs, cell.execution_count = [], None
     return nb
