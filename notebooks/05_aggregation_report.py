@@ -37,7 +37,7 @@
 #   eval from being dropped silently;
 # - the strict JSON written for CI: stable keys, and no `NaN` anywhere.
 #
-# **Time needed:** about 25 minutes.
+# **Time needed:** about 85 minutes.
 #
 # **Builds on:** lessons 01-04 (perplexity, exact match, token F1, the mock judge). We only *run*
 # those evals here; how each one works is covered there.

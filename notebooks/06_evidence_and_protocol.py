@@ -42,7 +42,7 @@
 # - why a bootstrap interval for kappa on 14 items cannot be trusted, and what would make it so;
 # - to check that every part of a protocol can actually change its decision.
 #
-# **Time:** about 40 minutes. **Builds on:** lesson 01 (next-token loss), lesson 02 (exact match and
+# **Time needed:** about 115 minutes. **Builds on:** lesson 01 (next-token loss), lesson 02 (exact match and
 # normalisation), lesson 04 (judges) and lesson 05 (weights are a product decision).
 
 # %%

@@ -37,7 +37,7 @@
 # - which tokens a multiple-choice score counts: lm-evaluation-harness leaves out the token that
 #   closes the answer, and so does evalcore by default.
 #
-# **Time needed:** about 30 minutes.
+# **Time needed:** about 85 minutes.
 #
 # **Builds on:** lesson 01 (teacher-forced next-token losses), lesson 02 (exact match) and lesson 05
 # (the aggregate). Nothing is trained here: both checkpoints load in a moment.

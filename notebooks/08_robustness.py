@@ -34,7 +34,7 @@
 # - how robustness interacts with normalisation: a case change EM forgives, and one it cannot;
 # - a typo-rate curve, and why the net score hides answers that break and answers that get fixed.
 #
-# **Time needed:** about 25 minutes.
+# **Time needed:** about 55 minutes.
 #
 # **Builds on:** lesson 02 (exact match and its normalisation), lesson 03 (token F1) and lesson 05
 # (the aggregate). HELM's perturbation set is the model for ours. Nothing is trained here.

@@ -30,7 +30,7 @@
 # - the in-sample trap, and leave-one-model-out as the held-out check: with only a handful of models
 #   the learned weights place a held-out model no better than the defaults did.
 #
-# **Time:** about 30 minutes. **Builds on:** 05 (the aggregate and its weights) and 04 (the judge).
+# **Time needed:** about 65 minutes. **Builds on:** 05 (the aggregate and its weights) and 04 (the judge).
 # No training: the checkpoints load instantly.
 
 # %%

@@ -5,11 +5,11 @@ import os
 import shutil
 import subprocess
 
-import lesson_time
 import nbformat
 import pytest
 
 import build_editions
+import lesson_time
 
 NOTEBOOKS = build_editions.lessons()
 
