@@ -3986,12 +3986,16 @@ def load_hf(name_or_path, device=None, dtype=None, add_bos=False, gguf_file=None
 
     Lesson 11."""
     name = _short_name(name_or_path)
-    local = Path(name_or_path) / gguf_file if gguf_file is not None else None
-    if local is not None and local.is_file():
-        name_or_path, gguf_file, name = gguf_folder(local), None, f"{name}/{gguf_file}"
-    folder = Path(name_or_path)
-    if (folder / HF_MANIFEST).is_file():
-        check_hf_folder(folder)
+    if gguf_file is not None and Path(name_or_path).is_dir():
+        local, name = Path(name_or_path) / gguf_file, f"{name}/{gguf_file}"
+        name_or_path, gguf_file = gguf_folder(local), None  # checked by gguf_folder
+    elif (Path(name_or_path) / HF_MANIFEST).is_file():
+        check_hf_folder(name_or_path)
+    return _load_wrapped(name_or_path, name, device, dtype, add_bos, gguf_file)
+
+
+def _load_wrapped(name_or_path, name, device=None, dtype=None, add_bos=False, gguf_file=None):
+    """from_pretrained, then to device, then wrap_hf; the model named for reports."""
     hf_model, hf_tokenizer = _from_pretrained(str(name_or_path), dtype=dtype, gguf_file=gguf_file)
     if device is not None:
         hf_model = hf_model.to(device)
@@ -4407,9 +4411,7 @@ def load_smollm2(device=None, add_bos=False):
     time (dequantizing), seconds after (the cached folder).
 
     Lesson 13."""
-    model, tok = load_hf(smollm2_folder(), device=device, add_bos=add_bos)
-    model.config.name = SMOLLM2_NAME
-    return model, tok
+    return _load_wrapped(smollm2_folder(), SMOLLM2_NAME, device=device, add_bos=add_bos)
 
 
 # Prompt variants: the same instruction with or without the chat template, or with an instruction

@@ -182,6 +182,8 @@ def test_gguf_folder_refuses_a_missing_file_and_a_wrong_sha256(tmp_path, cache):
     path = write_tiny_gguf(tmp_path / "tiny.gguf")
     with pytest.raises(ValueError, match="tiny.gguf has SHA-256 .*, expected 0+"):
         ec.gguf_folder(path, sha256="0" * 64)
+    with pytest.raises(ValueError, match="gguf_file='.*other.gguf' is not a file"):
+        ec.load_hf(tmp_path, gguf_file="other.gguf")
 
 
 # ----------------------------------------------------------------------------------------------
