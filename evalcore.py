@@ -4161,6 +4161,7 @@ def _generate_hf(model, tok, instructions, max_new_tokens, batch_size=GENERATE_B
     return [tok.decode_answer(row) for row in ids]
 
 
+@torch.no_grad()  # tests and record-13 call this directly: no autograd graph over 48 steps
 def _generate_hf_ids(model, tok, instructions, max_new_tokens, batch_size=GENERATE_BATCH):
     """The new token ids of each instruction's answer (stop token excluded), in input order."""
     prompts = [tok.encode_prompt(s) for s in instructions]
