@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint format lab bench checkpoint notebooks sync editions clean
+.PHONY: setup demo test lint format lab bench mutation checkpoint notebooks sync editions clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, editions/); sav
 
 bench: $(STAMP)  ## performance figures, as ratios against baselines measured in the same run
 	$(BIN)/python benchmarks/bench_evalcore.py
+
+mutation: $(STAMP)  ## do the unit tests catch realistic bugs? a mutant per bug in tools/mutation.py (not part of `make test`)
+	$(BIN)/python tools/mutation.py
 
 checkpoint: $(STAMP)  ## retrain every shipped checkpoint from the seed (about 6 min); re-record lesson 06's completions
 	$(BIN)/python evalcore.py checkpoint

@@ -8,6 +8,7 @@ and takes `np.argmax`, which returns the first of equal maxima."""
 import math
 
 import pytest
+import torch
 
 import evalcore as ec
 
@@ -64,3 +65,21 @@ def test_calibration_prediction_breaks_ties_to_the_first_choice():
     top = 1 / (2 + math.exp(-2))
     assert record["confidence"] == pytest.approx(top, rel=1e-12)
     assert result.value == pytest.approx(top, rel=1e-12)  # one item: ECE = |conf - 0|
+
+
+def uniform(tok):
+    """Equal logits everywhere: every scored token costs ln(vocab_size) nats."""
+    return lambda ids: torch.zeros(*ids.shape, tok.vocab_size)
+
+
+def test_choice_logliks_by_hand_keep_each_items_choice_order(tok):
+    # a uniform model: a choice of n bytes costs n ln 259 (its closing PAD left out by default)
+    items = [item(["a", "bbb", "cc"], gold=0, question="q1"), item(["dddd", "e"], 1, "q2")]
+    lls = ec.choice_logliks(uniform(tok), tok, items)
+    per_token = -math.log(tok.vocab_size)
+    assert lls == [
+        pytest.approx([1 * per_token, 3 * per_token, 2 * per_token], rel=1e-6),
+        pytest.approx([4 * per_token, 1 * per_token], rel=1e-6),
+    ]
+    with_end = ec.choice_logliks(uniform(tok), tok, items, end_token=True)
+    assert with_end[1] == pytest.approx([5 * per_token, 2 * per_token], rel=1e-6)

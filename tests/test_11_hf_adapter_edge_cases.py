@@ -113,7 +113,9 @@ def test_add_bos_uses_the_tokenizers_own_bos_not_its_eos():
     seen = record_inputs(model.hf)
     text = "Because of Rayleigh scattering."
     result = ec.perplexity_eval(model, tok, [text])
-    assert seen[0][0].tolist() == [BOS] + raw(hf_tok, text)[:-1]  # BOS, then the text as context
+    (fed,) = seen  # BOS, then the text (its last token perhaps left out: it predicts nothing)
+    assert fed.shape[1] >= len(raw(hf_tok, text))
+    assert fed[0].tolist() == ([BOS] + raw(hf_tok, text))[: fed.shape[1]]
     assert result.extras["total_tokens"] == len(raw(hf_tok, text))  # every real token predicted
 
 
@@ -197,10 +199,10 @@ def test_a_tokenizer_without_a_pad_token_pads_with_eos():
     seen = record_inputs(model.hf)
     texts = ["Because of Rayleigh scattering. Why?", "Because of Rayleigh scattering."]
     batched = ec.perplexity_eval(model, tok, texts, batch_size=2)
-    (fed,) = seen  # 13 and 10 tokens: one batch (10 >= 3/4 of 13), fed all but the last column
+    (fed,) = seen  # 13 and 10 tokens: one batch (10 >= 3/4 of 13), padded on the right
     short = raw(hf_tok, texts[1])
     assert (len(raw(hf_tok, texts[0])), len(short)) == (13, 10)
-    assert fed[1].tolist() == short + [EOS, EOS]
+    assert fed.shape[1] >= 12 and fed[1].tolist() == short + [EOS] * (fed.shape[1] - 10)
     alone = [ec.perplexity_eval(model, tok, [t]).value for t in texts]
     assert [r["score"] for r in batched.per_example] == pytest.approx(alone, rel=1e-5)
 
