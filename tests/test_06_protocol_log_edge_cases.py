@@ -1,6 +1,8 @@
 """Lesson 06's protocol log, edge cases (issue 19): an empty log file, the hash chain linking each
 line to the one before it, and what counts as exposed."""
 
+import json
+
 import pytest
 
 import evalcore as ec
@@ -67,3 +69,16 @@ def test_frozen_cases_are_not_exposed_until_revealed(tmp_path):
     assert log.exposed() == []
     log.append("exposure", {"cases": ["r2"]})
     assert log.exposed() == ["r2"]
+
+
+def test_a_nan_in_an_entry_is_written_as_strict_json(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log = ec.ProtocolLog(path)
+    log.append("note", {"value": float("nan"), "values": [1.0, float("inf")]})
+
+    def refuse(constant):
+        raise AssertionError(f"non-standard JSON constant {constant}")
+
+    (entry,) = [json.loads(line, parse_constant=refuse) for line in path.read_text().splitlines()]
+    assert (entry["value"], entry["values"]) == (None, [1.0, None])
+    assert log.verify() == [entry]

@@ -83,3 +83,15 @@ def test_choice_logliks_by_hand_keep_each_items_choice_order(tok):
     ]
     with_end = ec.choice_logliks(uniform(tok), tok, items, end_token=True)
     assert with_end[1] == pytest.approx([5 * per_token, 2 * per_token], rel=1e-6)
+
+
+def test_answer_confidences_include_the_closing_token(tok):
+    # a uniform model: "ab" and its closing PAD are 3 tokens of probability 1/259 each
+    (product,) = ec.answer_confidences(uniform(tok), tok, ["q"], ["ab"], reduce="product")
+    assert product == pytest.approx(tok.vocab_size**-3, rel=1e-5)
+    (mean,) = ec.answer_confidences(uniform(tok), tok, ["q"], ["ab"])
+    assert mean == pytest.approx(1 / tok.vocab_size, rel=1e-5)  # the geometric mean
+    # "" scores its closing PAD alone: no error, unlike choice log-likelihoods without it
+    assert ec.answer_confidences(uniform(tok), tok, ["q"], [""]) == pytest.approx(
+        [1 / tok.vocab_size], rel=1e-5
+    )

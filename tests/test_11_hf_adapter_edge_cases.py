@@ -26,8 +26,9 @@ CHAT_WITH_BOS = "{{ bos_token }}" + CHAT  # a template that writes the BOS itsel
 
 
 def byte_bpe(bos=True, chat_template=None):
-    """A byte-level BPE with BOS (unless bos=False) distinct from EOS, and no pad token."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A byte-level BPE with BOS (unless bos=False) distinct from EOS, and no pad token; like
+    Llama's, its encode() puts BOS in front unless asked not to."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -39,11 +40,18 @@ def byte_bpe(bos=True, chat_template=None):
         show_progress=False,
     )
     bpe.train_from_iterator(TEXTS, trainer)
+    if bos:  # as Llama's tokenizer does: encode() adds BOS unless told add_special_tokens=False
+        bpe.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", BOS)]
+        )
     roles = {"eos_token": "</s>", "unk_token": "<unk>", **({"bos_token": "<s>"} if bos else {})}
     hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, **roles)
     hf_tok.chat_template = chat_template
     assert (hf_tok.eos_token_id, hf_tok.pad_token_id) == (EOS, None)
     assert hf_tok.bos_token_id == (BOS if bos else None)
+    assert hf_tok.encode("x") == ([BOS] if bos else []) + hf_tok.encode(
+        "x", add_special_tokens=False
+    )
     return hf_tok
 
 
@@ -124,6 +132,16 @@ def test_without_add_bos_nothing_is_prepended():
     _, tok = ec.wrap_hf(tiny_llama(len(hf_tok)), hf_tok)
     assert tok.bos_ids == ()
     assert tok.encode_prompt("Why?") == raw(hf_tok, "Question: Why?\nAnswer:")
+
+
+def test_texts_are_encoded_without_the_tokenizers_own_specials():
+    hf_tok = byte_bpe()
+    model, tok = ec.wrap_hf(tiny_llama(len(hf_tok)), hf_tok)
+    text = "Because of Rayleigh scattering."
+    assert tok.encode(text) == raw(hf_tok, text) and BOS not in tok.encode(text)
+    result = ec.perplexity_eval(model, tok, [text])
+    assert result.extras["total_tokens"] == len(raw(hf_tok, text)) - 1  # no BOS: first is context
+    assert tok.encode_answer("Because.") == raw(hf_tok, " Because.") + [EOS]
 
 
 def test_a_tokenizer_without_bos_uses_eos_in_its_place():
@@ -241,13 +259,22 @@ def test_generation_stops_at_the_tokenizers_eos_when_the_config_names_another():
 # ----------------------------------------------------------------------------------------------
 
 
+class Arrived(Exception):
+    """Raised by a hook once the ids reached the model: nothing after that is under test."""
+
+
 def test_ids_are_moved_to_the_models_device():
     hf_tok = byte_bpe()
     model, _ = ec.wrap_hf(tiny_llama(len(hf_tok)).to("meta"), hf_tok)
     seen = record_inputs(model.hf)
-    logits = ec.model_logits(model, torch.tensor([[5, 6, 7]]))  # ids made on the CPU
-    assert seen[0].device.type == "meta"
-    assert logits.device.type == "meta" and tuple(logits.shape) == (1, 3, len(hf_tok))
+
+    def stop(module, args, kwargs):
+        raise Arrived
+
+    model.hf.register_forward_pre_hook(stop, with_kwargs=True)
+    with pytest.raises(Arrived):
+        model(torch.tensor([[5, 6, 7]]))  # ids made on the CPU
+    assert [ids.device.type for ids in seen] == ["meta"]
 
 
 @pytest.fixture(scope="module")
@@ -267,9 +294,31 @@ def test_load_hf_puts_the_model_on_the_device_asked_for(saved_llama):
     assert {p.device.type for p in model.parameters()} == {"cpu"}
 
 
+def test_load_hf_passes_add_bos_on(saved_llama):
+    _, tok = ec.load_hf(saved_llama, add_bos=True)
+    assert tok.bos_ids == (BOS,)
+    assert tok.encode_prompt("Why?")[0] == BOS
+
+
+def test_load_hf_names_a_course_folder_relative_to_the_course(saved_llama):
+    model, _ = ec.load_hf(ec.HF_CHECKPOINT_DIR)  # an absolute path, inside the course
+    assert model.config.name == "checkpoints/tinygpt2-bpe"  # no machine path in reports
+    model, _ = ec.load_hf(saved_llama)  # outside the course: as given
+    assert model.config.name == str(saved_llama)
+
+
 def test_load_hf_loads_in_the_dtype_asked_for(saved_llama):
     model, _ = ec.load_hf(saved_llama, dtype=torch.float64)
     assert {p.dtype for p in model.parameters()} == {torch.float64}
+
+
+def test_added_tokens_count_in_the_tokenizers_size():
+    hf_tok = byte_bpe()
+    model = tiny_llama(len(hf_tok))
+    hf_tok.add_tokens(["<|tool|>"])  # one more id than the model's embedding has rows
+    assert len(hf_tok) == model.config.vocab_size + 1
+    with pytest.raises(ValueError, match="do not belong together"):
+        ec.wrap_hf(model, hf_tok)
 
 
 def test_the_context_length_of_a_llama_is_its_max_position_embeddings():

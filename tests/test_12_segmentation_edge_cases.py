@@ -17,9 +17,10 @@ import evalcore as ec
         ("館舘", ["館", "舘"]),  # a unified ideograph, then U+FA2C
         ("\ufa6d!", ["\ufa6d", "!"]),  # the last assigned one before U+FA70
         ("\ufad9x", ["\ufad9", "x"]),  # the last of the block's second run
+        ("㐀䶿", ["㐀", "䶿"]),  # U+3400 and U+4DBF, the ends of extension A
     ],
 )
-def test_compatibility_ideographs_are_words_of_their_own(text, expected):
+def test_compatibility_and_extension_a_ideographs_are_words_of_their_own(text, expected):
     assert ec.segment_mixed(text) == expected
 
 

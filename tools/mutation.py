@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = "evalcore.py"
 COPIED = ("evalcore.py", "pyproject.toml", "tests", "tools")  # copied; everything else linked
-SKIPPED = {".git", ".venv", "reports", ".pytest_cache", "__pycache__", ".ipynb_checkpoints"}
+SKIPPED = {"reports", "__pycache__"}  # and every hidden entry (.git, .venv, caches)
 SEPARATE = "intervals"  # reported apart from the score (its code has another owner)
 
 # The test files that cover each area: all that runs for one of its mutants (fast ones first:
@@ -54,7 +54,7 @@ AREA_TESTS = {
     ),
     "judge_transport": (
         "test_09_key_redaction.py",
-        "test_09_judge_cache_edge_cases.py",
+        "test_09_judge_transport_edge_cases.py",
         "test_09_http_judge.py",
     ),
     "protocol_log": ("test_06_protocol_log_edge_cases.py", "test_06_evidence.py"),
@@ -568,6 +568,103 @@ MUTANTS = [
         "    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):",
         "rows sorted shortest first, so the first row is not the longest",
     ),
+    # -- Round 2: written after the first run's survivors were closed, before any test for them
+    M(
+        "hf_adapter",
+        "encode-adds-specials",
+        "        return self.hf.encode(text, add_special_tokens=False)\n",
+        "        return self.hf.encode(text)\n",
+        "encode lets the tokenizer's post-processor add its BOS to every text",
+    ),
+    M(
+        "hf_adapter",
+        "vocab-without-added-tokens",
+        "        self.vocab_size = len(hf_tokenizer)\n",
+        "        self.vocab_size = hf_tokenizer.vocab_size\n",
+        "the vocabulary counted without added tokens (tokenizer.vocab_size, not len)",
+    ),
+    M(
+        "hf_adapter",
+        "load-drops-add-bos",
+        "    model, tok = wrap_hf(hf_model, hf_tokenizer, add_bos=add_bos)\n",
+        "    model, tok = wrap_hf(hf_model, hf_tokenizer)\n",
+        "load_hf ignores add_bos",
+    ),
+    M(
+        "hf_adapter",
+        "decode-keeps-specials",
+        "return self.hf.decode([int(i) for i in ids], skip_special_tokens=True)",
+        "return self.hf.decode([int(i) for i in ids])",
+        "decoded answers keep special tokens' text",
+    ),
+    M(
+        "hf_adapter",
+        "short-name-absolute",
+        "        return folder.relative_to(ROOT).as_posix()\n",
+        "        return folder.as_posix()\n",
+        "a course folder named by its machine path in reports",
+    ),
+    M(
+        "hf_adapter",
+        "attention-mask-omitted",
+        "self.hf(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)",
+        "self.hf(input_ids=ids, use_cache=False)",
+        "the all-ones attention mask left out",
+        equivalent="a transformers model given no attention_mask attends to every position, "
+        "which is what the all-ones mask says: the logits are the same",
+    ),
+    M(
+        "multiple_choice",
+        "empty-completion-allowed",
+        '    if not end_token and "" in completions:\n'
+        '        i = list(completions).index("")\n'
+        '        raise ValueError(f"completions[{i}] is empty: with end_token=False no token is '
+        'scored")\n',
+        "",
+        "an empty completion scores nothing and gets log-likelihood 0 (the best)",
+    ),
+    M(
+        "multiple_choice",
+        "confidence-without-end",
+        "    scored = completion_logliks(model, tok, instructions, answers, end_token=True)\n",
+        "    scored = completion_logliks(model, tok, instructions, answers)\n",
+        "answer_confidences leaves out the closing token its docstring includes",
+    ),
+    M(
+        "segmentation_nfkc",
+        "no-extension-a",
+        r"\u3040-\u30ff\u3400-\u4dbf\u4e00",
+        r"\u3040-\u30ff\u4e00",
+        "ideographs of extension A (U+3400-4DBF) not split",
+    ),
+    M(
+        "judge_transport",
+        "key-not-registered",
+        "            _RedactKeys.keys.add(key)",
+        "            pass",
+        "the key never reaches the log filter",
+    ),
+    M(
+        "judge_transport",
+        "empty-choices-crash",
+        "    except (KeyError, IndexError, TypeError):\n",
+        "    except (KeyError, TypeError):\n",
+        "a reply with an empty choices list crashes instead of being unscored",
+    ),
+    M(
+        "protocol_log",
+        "nan-written",
+        "f.write(json.dumps(_json_safe(entry), sort_keys=True, allow_nan=False) + ",
+        "f.write(json.dumps(entry, sort_keys=True) + ",
+        "a NaN in an entry written as NaN (not strict JSON)",
+    ),
+    M(
+        "calibration_bins",
+        "gap-signed",
+        '"gap": None if c is None else abs(a - c),',
+        '"gap": None if c is None else a - c,',
+        "a bin's gap signed: over- and under-confidence cancel",
+    ),
     # -- Intervals (Part 0, lesson 06): reported apart --------------------------------------
     M(
         "intervals",
@@ -653,17 +750,18 @@ def _status(mutant, source):
 
 
 def _prepare(folder, source):
-    """A copy of the repository in folder: COPIED copied, the rest linked, evalcore.py = source."""
+    """A copy of the repository in folder: COPIED copied, evalcore.py = source, everything else
+    linked file by file under real folders (a linked folder would resolve to the original, outside
+    the copy's ROOT)."""
     for entry in ROOT.iterdir():
-        if entry.name in SKIPPED or entry.name.startswith(".") and entry.name != ".ci":
+        if entry.name in SKIPPED or entry.name.startswith(".") or entry.suffix == ".egg-info":
             continue
-        if entry.name not in COPIED:
-            (folder / entry.name).symlink_to(entry)
-        elif entry.is_dir():
+        copy = shutil.copy2 if entry.name in COPIED else os.symlink
+        if entry.is_dir():
             ignore = shutil.ignore_patterns("__pycache__")
-            shutil.copytree(entry, folder / entry.name, ignore=ignore)
+            shutil.copytree(entry, folder / entry.name, ignore=ignore, copy_function=copy)
         else:
-            shutil.copy2(entry, folder / entry.name)
+            copy(entry, folder / entry.name)
     (folder / TARGET).write_text(source, encoding="utf-8")
 
 

@@ -1,0 +1,93 @@
+"""The judge's transport, edge cases (issue 19). The verdict cache: an entry is served only if it
+is a verdict the judge could have given, an integer score from 1 to 5 and a text rationale;
+anything else (a hand-edited or damaged file) is a miss, and the judge is asked again. Replies
+that hold no verdict: unscored with the reason, never a crash."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import evalcore as ec
+
+ITEM = ("Capital of France?", "Paris", "Paris")  # the mock judge gives 5: an exact match
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ec.JudgeServer().start() as srv:
+        yield srv
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"score": 3.5, "rationale": "half"},  # not an integer
+        {"score": True, "rationale": "a bool"},
+        {"score": 6, "rationale": "out of range"},
+        {"score": 4, "rationale": None},
+    ],
+)
+def test_a_cached_entry_that_is_no_verdict_is_a_miss(server, tmp_path, entry):
+    judge = ec.HTTPJudge(server.url, server.model, max_retries=0, cache_dir=tmp_path)
+    assert judge(*ITEM) == ec.mock_judge(*ITEM)
+    (path,) = tmp_path.iterdir()
+    assert json.loads(path.read_text(encoding="utf-8"))["score"] == 5
+    path.write_text(json.dumps(entry), encoding="utf-8")
+    assert judge(*ITEM) == ec.mock_judge(*ITEM)  # asked again, not served the entry
+    assert judge.stats["cache_hits"] == 0 and judge.stats["requests"] == 2
+
+
+def test_a_valid_cached_entry_is_served_without_a_request(server, tmp_path):
+    judge = ec.HTTPJudge(server.url, server.model, max_retries=0, cache_dir=tmp_path)
+    judge(*ITEM)
+    (path,) = tmp_path.iterdir()
+    path.write_text(json.dumps({"score": 2, "rationale": "edited"}), encoding="utf-8")
+    assert judge(*ITEM) == (2, "edited")
+    assert judge.stats["cache_hits"] == 1 and judge.stats["requests"] == 1
+
+
+class FixedReply(BaseHTTPRequestHandler):
+    """Answers every POST with status 200 and the server's fixed JSON body."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        data = json.dumps(self.server.reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def fixed_reply():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), FixedReply)
+    srv.daemon_threads = True
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    thread.join(timeout=5)
+    srv.server_close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"object": "chat.completion", "choices": []},  # a filtered or empty completion
+        {"choices": [{"message": {}}]},
+        {"choices": [None]},
+        {"choices": "none"},
+    ],
+)
+def test_a_reply_without_a_message_is_unscored_not_a_crash(fixed_reply, reply):
+    fixed_reply.reply = reply
+    url = f"http://127.0.0.1:{fixed_reply.server_address[1]}/v1"
+    judge = ec.HTTPJudge(url, "m", max_retries=0)
+    with pytest.raises(ec.JudgeUnavailable, match=r"no choices\[0\]\.message\.content"):
+        judge(*ITEM)
+    assert judge.stats["unscored"] == 1 and judge.stats["requests"] == 1
