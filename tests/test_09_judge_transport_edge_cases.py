@@ -49,15 +49,16 @@ def test_a_valid_cached_entry_is_served_without_a_request(server, tmp_path):
 
 
 class FixedReply(BaseHTTPRequestHandler):
-    """Answers every POST with status 200 and the server's fixed JSON body."""
+    """Answers every POST with the server's fixed status and JSON body, and counts them."""
 
     def log_message(self, *args):
         pass
 
     def do_POST(self):
         self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.hits += 1
         data = json.dumps(self.server.reply).encode()
-        self.send_response(200)
+        self.send_response(self.server.status)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -67,12 +68,17 @@ class FixedReply(BaseHTTPRequestHandler):
 def fixed_reply():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), FixedReply)
     srv.daemon_threads = True
+    srv.status, srv.hits = 200, 0
     thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield srv
     srv.shutdown()
     thread.join(timeout=5)
     srv.server_close()
+
+
+def url_of(server):
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 
 @pytest.mark.parametrize(
@@ -86,8 +92,24 @@ def fixed_reply():
 )
 def test_a_reply_without_a_message_is_unscored_not_a_crash(fixed_reply, reply):
     fixed_reply.reply = reply
-    url = f"http://127.0.0.1:{fixed_reply.server_address[1]}/v1"
-    judge = ec.HTTPJudge(url, "m", max_retries=0)
+    judge = ec.HTTPJudge(url_of(fixed_reply), "m", max_retries=0)
     with pytest.raises(ec.JudgeUnavailable, match=r"no choices\[0\]\.message\.content"):
         judge(*ITEM)
     assert judge.stats["unscored"] == 1 and judge.stats["requests"] == 1
+
+
+@pytest.mark.parametrize("status", [501, 507, 599])  # server errors outside RETRY_STATUSES
+def test_every_server_error_is_retried(fixed_reply, status):
+    fixed_reply.status, fixed_reply.reply = status, {"error": "overloaded"}
+    judge = ec.HTTPJudge(url_of(fixed_reply), "m", max_retries=1, backoff=0.001)
+    with pytest.raises(ec.JudgeUnavailable, match=f"HTTP {status}; gave up after 1 retries"):
+        judge(*ITEM)
+    assert fixed_reply.hits == 2 and judge.stats["retries"] == 1
+
+
+def test_a_client_error_is_not_retried(fixed_reply):
+    fixed_reply.status, fixed_reply.reply = 422, {"error": "bad request"}
+    judge = ec.HTTPJudge(url_of(fixed_reply), "m", max_retries=3, backoff=0.001)
+    with pytest.raises(ec.JudgeUnavailable, match="HTTP 422"):
+        judge(*ITEM)
+    assert fixed_reply.hits == 1 and judge.stats["retries"] == 0

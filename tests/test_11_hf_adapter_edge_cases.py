@@ -98,9 +98,9 @@ def script(hf_model, next_token, default):
 
     def hook(module, args, kwargs, output):
         ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
-        logits = output.logits
-        targets = table.to(ids.device)[ids[:, -logits.shape[1] :]]  # (B, T'): a model may
-        forced = torch.full_like(logits, -1e4)  # return logits for the last positions only
+        logits = output.logits  # (B, T', V): a model may return the last positions only
+        targets = table.to(ids.device)[ids[:, -logits.shape[1] :]]  # (B, T')
+        forced = torch.full_like(logits, -1e4)
         output["logits"] = forced.scatter(-1, targets[..., None], 0.0)
         return output
 
@@ -244,6 +244,8 @@ def test_generation_stops_at_every_eos_id_the_generation_config_lists(config_eos
     hf_model.generation_config.eos_token_id = config_eos
     model, tok = ec.wrap_hf(hf_model, hf_tok)
     assert ec.generate(model, tok, ["Why?"], max_new_tokens=5) == [answer]
+    questions = ["Why?", "Why is the sky blue?"]  # prompts of two lengths, decoded together
+    assert ec.generate(model, tok, questions, max_new_tokens=5) == [answer, answer]
 
 
 def test_generation_stops_at_the_tokenizers_eos_when_the_config_names_another():

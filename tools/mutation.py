@@ -4,10 +4,12 @@ would make? (`make mutation`; not part of `make test`.)
 Each mutant below is one realistic edit to evalcore.py: a bug someone could write. For each, a
 copy of the repository is made in a temporary folder with that one edit applied, and only the
 test files of its area run there (pytest -x, under a timeout). A mutant is *killed* when those
-tests fail (or time out), *survives* when they all pass. A mutant whose edit changes no behaviour
-at all is *equivalent*: it is listed with the reason, run anyway (it should survive), and left out
-of the score. A mutant whose text is no longer in evalcore.py (the code was rewritten) is *stale*:
-reported, never run, never scored.
+tests fail (or time out), *survives* when they all pass. Every kill is then confirmed: the test
+that made it must pass on the unmutated code (a timing test that fails under load would kill a
+mutant it cannot see). A mutant whose edit changes no behaviour at all is *equivalent*: it is
+listed with the reason, run anyway (it should survive), and left out of the score. A mutant whose
+text is no longer in evalcore.py (the code was rewritten) is *stale*: reported, never run, never
+scored.
 
 The score is killed / (mutants - equivalent - stale), per area and over every area but
 "intervals", whose mutants are reported apart (that code has another owner; issue 19).
@@ -765,25 +767,31 @@ def _prepare(folder, source):
     (folder / TARGET).write_text(source, encoding="utf-8")
 
 
-def _pytest(folder, tests, timeout):
-    """(outcome, seconds, the first failing test) of pytest -x over tests in folder."""
+def _pytest(folder, tests, timeout, first_failure=True):
+    """(outcome, seconds, failing tests, output tail) of pytest over tests in folder; outcome is
+    passed, failed (a test failed, or the module broke collection), timeout or error."""
     env = {**os.environ, "PYTHONPATH": str(folder), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "-o", "addopts="]
-    command += ["-p", "no:cacheprovider", "-p", "no:nbval", *tests]
+    command = [sys.executable, "-m", "pytest", "-q", "-rfE", "-o", "addopts="]
+    command += ["-x"] * first_failure + ["-p", "no:cacheprovider", "-p", "no:nbval", *tests]
     start = time.monotonic()
     try:
         run = subprocess.run(
             command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
-        return "timeout", time.monotonic() - start, f"over {timeout} s"
+        return "timeout", time.monotonic() - start, [], f"over {timeout:g} s"
     seconds = time.monotonic() - start
-    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", run.stdout, re.M)
+    failures = re.findall(r"^(?:FAILED|ERROR) (\S+)", run.stdout, re.M)
     if run.returncode == 0:
-        return "passed", seconds, ""
-    if run.returncode in (1, 2):  # tests failed, or the mutated module broke collection
-        return "failed", seconds, failed.group(1) if failed else run.stdout[-300:].strip()
-    return "error", seconds, run.stdout[-500:] + run.stderr[-500:]
+        return "passed", seconds, [], ""
+    if run.returncode in (1, 2):
+        return "failed", seconds, failures, run.stdout[-300:].strip()
+    return "error", seconds, [], run.stdout[-500:] + run.stderr[-500:]
+
+
+def _function_of(node):
+    """The test function of a node id, without its parameters."""
+    return node.split("[")[0]
 
 
 def _imports_the_copy(folder):
@@ -809,9 +817,9 @@ def run_mutant(mutant, source, timeout):
     with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
         folder = Path(tmp)
         _prepare(folder, mutated)
-        outcome, seconds, detail = _pytest(folder, _tests_of(mutant), timeout)
+        outcome, seconds, failures, tail = _pytest(folder, _tests_of(mutant), timeout)
     verdict = {"failed": "killed", "timeout": "killed", "passed": "survived"}.get(outcome, outcome)
-    return verdict, seconds, detail if outcome != "timeout" else "timeout: " + detail
+    return verdict, seconds, failures[0] if failures else tail
 
 
 def baseline(source, mutants, timeout):
@@ -822,15 +830,41 @@ def baseline(source, mutants, timeout):
         _prepare(folder, source)
         if not _imports_the_copy(folder):
             sys.exit("the copy's evalcore.py is not the one imported: check PYTHONPATH")
-        outcome, seconds, detail = _pytest(folder, tests, timeout * 2)
+        outcome, seconds, failures, tail = _pytest(folder, tests, timeout * 2)
     if outcome != "passed":
-        sys.exit(f"the unmutated tests do not pass ({outcome}): {detail}")
+        sys.exit(f"the unmutated tests do not pass ({outcome}): {failures or tail}")
     print(f"baseline: {len(tests)} test files pass on the unmutated code ({seconds:.0f} s)")
 
 
+def confirm_kills(rows, source, timeout):
+    """A kill counts only if its test passes on the unmutated code: a test that fails now and then
+    (a time limit under load) would kill mutants it cannot see. Mutants killed by such a test run
+    once more; killed by one again, they are "unsure" and scored as survivors."""
+    killers = sorted({_function_of(r[3]) for r in rows if r[1] == "killed" and "::" in r[3]})
+    if not killers:
+        return rows
+    with tempfile.TemporaryDirectory(prefix="mutant-confirm-") as tmp:
+        folder = Path(tmp)
+        _prepare(folder, source)
+        outcome, _, failures, tail = _pytest(folder, killers, timeout * 2, first_failure=False)
+    if outcome not in ("passed", "failed"):
+        sys.exit(f"the killing tests could not be rerun unmutated ({outcome}): {tail}")
+    flaky = {_function_of(f) for f in failures}
+    print(f"{len(killers)} killing tests rerun on the unmutated code: {len(flaky)} failed there")
+    confirmed = []
+    for m, verdict, seconds, detail in rows:
+        if verdict == "killed" and _function_of(detail) in flaky:
+            print(f"  {m.area}/{m.name} was killed by {detail}, which failed unmutated: rerun")
+            verdict, seconds, detail = run_mutant(m, source, timeout)
+            verdict = "unsure" if _function_of(detail) in flaky else verdict
+        confirmed.append((m, verdict, seconds, detail))
+    return confirmed
+
+
 def _score(rows):
-    """(killed, scored): equivalent mutants, stale and broken ones are not scored."""
-    scored = [r for r in rows if not r[0].equivalent and r[1] in ("killed", "survived")]
+    """(killed, scored): equivalent mutants, stale and broken ones are not scored; unsure ones
+    count as survivors."""
+    scored = [r for r in rows if not r[0].equivalent and r[1] in ("killed", "survived", "unsure")]
     return sum(r[1] == "killed" for r in scored), len(scored)
 
 
@@ -855,7 +889,7 @@ def report(rows):
     print(f"\nscore, every area but {SEPARATE}: {_percent(killed, scored)}")
     if separate:
         print(f"{SEPARATE} (reported apart): {_percent(*_score(separate))}")
-    for verdict in ("survived", "stale", "ambiguous", "error"):
+    for verdict in ("survived", "unsure", "stale", "ambiguous", "error"):
         names = [f"{r[0].area}/{r[0].name}" for r in rows if r[1] == verdict]
         if names:
             print(f"{verdict}: {', '.join(names)}")
@@ -896,6 +930,8 @@ def main(argv=None):
         for row in results:
             rows.append(row)
             print(f"  {row[1]:9} {row[0].area}/{row[0].name} ({row[2]:.0f} s)", flush=True)
+    print()
+    rows = confirm_kills(rows, source, args.timeout)
     print()
     killed, scored = report(rows)
     return 1 if scored and killed / scored < args.min_score else 0
