@@ -95,3 +95,12 @@ def test_answer_confidences_include_the_closing_token(tok):
     assert ec.answer_confidences(uniform(tok), tok, ["q"], [""]) == pytest.approx(
         [1 / tok.vocab_size], rel=1e-5
     )
+
+
+@pytest.mark.parametrize("gold", [2, -1, 1.0, None])
+def test_a_gold_that_indexes_no_choice_is_refused_up_front(tok, gold):
+    items = [item(["a", "b"], gold=0), item(["c", "d"], gold=gold)]
+    with pytest.raises(ValueError, match=r"items\[1\] must be .*'gold': index into choices"):
+        ec.choice_accuracy(items, [[-1.0, -2.0], [-1.0, -2.0]])
+    with pytest.raises(ValueError, match=r"items\[1\]"):
+        ec.choice_logliks(uniform(tok), tok, items)

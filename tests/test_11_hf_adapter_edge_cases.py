@@ -7,6 +7,9 @@ turn, as chat models have). The models are one-layer Llamas built from a config.
 value is written from the tokenizer's own encode or by hand, never from the adapter's output.
 """
 
+import hashlib
+import json
+
 import pytest
 import torch
 
@@ -25,9 +28,9 @@ CHAT = USER_TURNS + ASSISTANT_TURN
 CHAT_WITH_BOS = "{{ bos_token }}" + CHAT  # a template that writes the BOS itself (Llama 3 style)
 
 
-def byte_bpe(bos=True, chat_template=None):
-    """A byte-level BPE with BOS (unless bos=False) distinct from EOS, and no pad token; like
-    Llama's, its encode() puts BOS in front unless asked not to."""
+def byte_bpe(bos=True, chat_template=None, pad=None):
+    """A byte-level BPE with BOS (unless bos=False) distinct from EOS, and no pad token unless one
+    is named; like Llama's, its encode() puts BOS in front unless asked not to."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     bpe = Tokenizer(models.BPE())
@@ -45,9 +48,10 @@ def byte_bpe(bos=True, chat_template=None):
             single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", BOS)]
         )
     roles = {"eos_token": "</s>", "unk_token": "<unk>", **({"bos_token": "<s>"} if bos else {})}
+    roles |= {"pad_token": pad} if pad else {}
     hf_tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, **roles)
     hf_tok.chat_template = chat_template
-    assert (hf_tok.eos_token_id, hf_tok.pad_token_id) == (EOS, None)
+    assert hf_tok.eos_token_id == EOS and (pad or hf_tok.pad_token_id is None)
     assert hf_tok.bos_token_id == (BOS if bos else None)
     assert hf_tok.encode("x") == ([BOS] if bos else []) + hf_tok.encode(
         "x", add_special_tokens=False
@@ -225,6 +229,19 @@ def test_a_tokenizer_without_a_pad_token_pads_with_eos():
     assert [r["score"] for r in batched.per_example] == pytest.approx(alone, rel=1e-5)
 
 
+def test_a_tokenizer_with_its_own_pad_pads_with_it_and_still_ends_answers_with_eos():
+    # Qwen's way: the pad token (here <|eot|>) is not the EOS that ends an answer
+    hf_tok = byte_bpe(pad="<|eot|>")
+    model, tok = ec.wrap_hf(tiny_llama(len(hf_tok)), hf_tok)
+    assert (tok.pad_id, tok.eos_id) == (EOT, EOS)
+    assert tok.encode_answer("Because.") == raw(hf_tok, " Because.") + [EOS]
+    seen = record_inputs(model.hf)
+    texts = ["Because of Rayleigh scattering. Why?", "Because of Rayleigh scattering."]
+    ec.perplexity_eval(model, tok, texts, batch_size=2)
+    (fed,) = seen
+    assert fed[1].tolist() == raw(hf_tok, texts[1]) + [EOT] * (fed.shape[1] - 10)
+
+
 X, Y = 91, 92  # the byte tokens "x" and "y" (the byte-level alphabet puts them at these ids)
 
 
@@ -328,3 +345,17 @@ def test_the_context_length_of_a_llama_is_its_max_position_embeddings():
     model, tok = ec.wrap_hf(tiny_llama(len(hf_tok), max_len=24), hf_tok)
     assert model.config.max_len == 24  # a Llama config has no n_positions
     assert ec.perplexity_eval(model, tok, TEXTS[:1]).extras["max_len"] == 24
+
+
+def test_a_file_the_manifest_lists_but_the_folder_lacks_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    sha = {
+        "config.json": hashlib.sha256(b"{}").hexdigest(),
+        "model.safetensors": "0" * 64,  # listed, never written
+    }
+    (tmp_path / ec.HF_MANIFEST).write_text(json.dumps({"sha256": sha}), encoding="utf-8")
+    with pytest.raises(ValueError, match="model.safetensors has SHA-256 missing"):
+        ec.check_hf_folder(tmp_path)
+    del sha["model.safetensors"]
+    (tmp_path / ec.HF_MANIFEST).write_text(json.dumps({"sha256": sha}), encoding="utf-8")
+    assert ec.check_hf_folder(tmp_path)["sha256"] == sha

@@ -667,6 +667,73 @@ MUTANTS = [
         '"gap": None if c is None else a - c,',
         "a bin's gap signed: over- and under-confidence cancel",
     ),
+    # -- Round 3: a held-out round, run once before any test was written for it -------------
+    M(
+        "hf_adapter",
+        "template-attribute-only",
+        '"chat_template" if getattr(hf_tokenizer, "chat_template", None) else "plain"',
+        '"chat_template" if hasattr(hf_tokenizer, "chat_template") else "plain"',
+        "a tokenizer counted as chatty because it has the attribute, though it is None",
+    ),
+    M(
+        "hf_adapter",
+        "answer-without-eos",
+        "        return self.encode(self._prefix() + answer) + [self.eos_id]\n",
+        "        return self.encode(self._prefix() + answer)\n",
+        "encode_answer forgets the EOS that closes the answer",
+    ),
+    M(
+        "hf_adapter",
+        "answer-closed-by-pad",
+        "        return self.encode(self._prefix() + answer) + [self.eos_id]\n",
+        "        return self.encode(self._prefix() + answer) + [self.pad_id]\n",
+        "an answer closed by the pad token (Qwen's differs from its EOS)",
+    ),
+    M(
+        "hf_adapter",
+        "missing-file-passes",
+        '        actual = _sha256(path) if path.is_file() else "missing"\n',
+        "        if not path.is_file():\n            continue\n        actual = _sha256(path)\n",
+        "a file the manifest lists but the folder lacks passes the check",
+    ),
+    M(
+        "multiple_choice",
+        "gold-past-the-end",
+        "ok = ok and _in_range(gold, 0, len(choices), open_high=True, integer=True)",
+        "ok = ok and _in_range(gold, 0, len(choices), integer=True)",
+        "gold == len(choices) accepted, then an IndexError deep inside",
+    ),
+    M(
+        "segmentation_nfkc",
+        "space-after-only",
+        '    return _CJK_CHAR.sub(r" \\1 ", text).split()',
+        '    return _CJK_CHAR.sub(r"\\1 ", text).split()',
+        "a space put only after each CJK character: a Latin word before one sticks to it",
+    ),
+    M(
+        "judge_transport",
+        "key-may-hold-spaces",
+        'if key and not re.fullmatch(r"[\\x21-\\x7e]+", key):',
+        'if key and not re.fullmatch(r"[\\x20-\\x7e]+", key):',
+        "a key with a space inside is sent (an invalid header, or a split credential)",
+    ),
+    M(
+        "judge_transport",
+        "retry-reason-unredacted",
+        "            self._redact(why),\n",
+        "            why,\n",
+        "the retry warning's reason not redacted",
+        equivalent="the reasons that reach _sleep are built by _attempt from a status code, the "
+        "timeout setting or an exception's class name, never from the server's text, so they "
+        "cannot hold the key",
+    ),
+    M(
+        "calibration_bins",
+        "width-edges-shifted",
+        "            (b / n_bins, (b + 1) / n_bins)\n",
+        "            ((b - 1) / n_bins, b / n_bins)\n",
+        "each equal-width bin reports the edges of the bin below",
+    ),
     # -- Intervals (Part 0, lesson 06): reported apart --------------------------------------
     M(
         "intervals",
