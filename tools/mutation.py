@@ -957,9 +957,14 @@ def report(rows):
     if separate:
         print(f"{SEPARATE} (reported apart): {_percent(*_score(separate))}")
     for verdict in ("survived", "unsure", "stale", "ambiguous", "error"):
-        names = [f"{r[0].area}/{r[0].name}" for r in rows if r[1] == verdict]
+        names = [
+            f"{r[0].area}/{r[0].name}" for r in rows if r[1] == verdict and not r[0].equivalent
+        ]
         if names:
             print(f"{verdict}: {', '.join(names)}")
+    equivalent = [f"{r[0].area}/{r[0].name} ({r[1]})" for r in rows if r[0].equivalent]
+    if equivalent:
+        print(f"equivalent, not scored: {', '.join(equivalent)}")
     return killed, scored
 
 
