@@ -10,7 +10,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 HASH := \#
 NO_DEPS := $(shell sed -n 's/^$(HASH) no-deps: *\([^ ]*\).*/\1/p' requirements.txt)
 
-.PHONY: setup no-deps demo test lint format lab bench checkpoint notebooks sync editions clean
+.PHONY: setup no-deps demo test lint format lab bench mutation checkpoint notebooks sync editions clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,9 @@ lab: $(STAMP)  ## JupyterLab at the repository root (notebooks/, editions/); sav
 
 bench: $(STAMP)  ## performance figures, as ratios against baselines measured in the same run
 	$(BIN)/python benchmarks/bench_evalcore.py
+
+mutation: $(STAMP)  ## do the unit tests catch realistic bugs? a mutant per bug in tools/mutation.py (not part of `make test`)
+	$(BIN)/python tools/mutation.py
 
 checkpoint: $(STAMP)  ## retrain every shipped checkpoint from the seed (about 6 min); re-record lesson 06's completions
 	$(BIN)/python evalcore.py checkpoint
