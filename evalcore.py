@@ -4178,11 +4178,13 @@ def normalise_ngram(text):
 def _ngram_hashes(word_lists, n):
     """A 64-bit hash of every word n-gram of each word list (numpy uint64 arrays): words become
     seeded random 64-bit codes, and an n-gram the polynomial of its codes, wrapping mod 2**64."""
+    from itertools import chain
+
     import numpy
 
-    vocab = {}
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(chain.from_iterable(word_lists)))}
     ids = [
-        numpy.array([vocab.setdefault(w, len(vocab)) for w in words], dtype=numpy.int64)
+        numpy.fromiter(map(vocab.__getitem__, words), dtype=numpy.int64, count=len(words))
         for words in word_lists
     ]
     codes = numpy.random.default_rng(SEED).integers(0, 2**64, len(vocab), dtype=numpy.uint64)
@@ -4216,10 +4218,11 @@ def ngram_overlap(test_texts, corpus_texts, n=13, normalise=normalise_ngram, min
         _check_number("min_share", min_share, 0, 1, open_low=True)
     words = [normalise(t).split() for t in [*test_texts, *corpus_texts]]
     hashes = _ngram_hashes(words, n)
-    corpus = numpy.unique(numpy.concatenate(hashes[len(test_texts) :]))
+    corpus = numpy.sort(numpy.concatenate(hashes[len(test_texts) :]))
     records = []
     for i, (text, h) in enumerate(zip(test_texts, hashes)):
-        hit = numpy.isin(h, corpus)
+        at = numpy.minimum(numpy.searchsorted(corpus, h), max(len(corpus) - 1, 0))
+        hit = corpus[at] == h if len(corpus) else numpy.zeros(len(h), dtype=bool)
         grams = [" ".join(words[i][j : j + n]) for j in numpy.flatnonzero(hit).tolist()]
         share = float(hit.mean()) if len(h) else None
         rule = share is not None and (share > 0 if min_share is None else share >= min_share)
