@@ -258,3 +258,86 @@ def test_smollm2_answers_and_stops_at_its_end_of_turn(smollm2):
     assert tok.hf.convert_ids_to_tokens(sorted(tok.stop_ids)) == ["<|im_end|>"]
     (answer,) = ec.generate(model, tok, ["What is the capital of France?"], max_new_tokens=16)
     assert answer == "The capital of France is Paris."
+
+
+# ----------------------------------------------------------------------------------------------
+# Token losses exact on a real vocabulary
+# ----------------------------------------------------------------------------------------------
+
+
+def float64_nll(logits, targets):
+    """The reference: a float64 log-softmax of the same logits, picked at the targets."""
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    return -logp.gather(-1, targets[..., None])[..., 0]
+
+
+@pytest.mark.parametrize("confidence", [0.0, 12.0, 25.0])
+def test_token_losses_match_float64_on_a_100k_vocabulary(confidence):
+    g = torch.Generator().manual_seed(0)
+    V, B, T = 100_000, 3, 40
+    logits = torch.randn(B, T, V, generator=g) * 2
+    targets = torch.randint(V, (B, T), generator=g)
+    logits.scatter_add_(-1, targets[..., None], torch.full((B, T, 1), confidence))  # tiny NLLs
+    reference = float64_nll(logits, targets)
+    ours = ec._token_nll(logits, targets)
+    assert ours.dtype == torch.float64 and ours.shape == (B, T)
+    assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
+    # chunks of 7 positions give the same numbers: the chunking changes no loss
+    assert torch.equal(ec._token_nll(logits, targets, chunk=7 * V), ours)
+    if confidence == 25.0:  # float32's log-softmax rounds these NLLs (about 1e-6) to 0 or 2x
+        plain = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        assert not torch.allclose(plain.double(), reference, rtol=1e-2, atol=0)
+
+
+def test_token_nll_keeps_infinite_and_refuses_nan_losses():
+    logits = torch.tensor([[[0.0, -float("inf"), 1.0], [0.0, 0.0, 0.0]]])
+    nll = ec._token_nll(logits, torch.tensor([[1, 2]]))
+    assert nll[0, 0] == float("inf") and nll[0, 1] == pytest.approx(np.log(3), rel=1e-12)
+    bad = lambda ids: torch.full((*ids.shape, 259), float("nan"))  # noqa: E731
+    with pytest.raises(ValueError, match="logits hold NaN"):
+        ec.perplexity_eval(bad, ec.InstructionTokenizer(), ["abc"])
+
+
+def test_perplexity_on_a_100k_vocabulary_matches_float64(tok):
+    g = torch.Generator().manual_seed(1)
+    table = torch.randn(ec.InstructionTokenizer.vocab_size, 100_000, generator=g) * 3
+    model = lambda ids: table[ids]  # noqa: E731  (a fixed logit row per input token)
+    texts = ["Owls hunt at night.", "Bees make honey from nectar, high above the meadow."]
+    result = ec.perplexity_eval(model, tok, texts, max_len=16, stride=8, batch_size=2)
+    total = 0.0
+    for text, record in zip(texts, result.per_example):
+        ids = torch.tensor(tok.encode(text))
+        # every token after the first is scored once; with a context-free model its loss
+        # depends only on the token before it, whatever the window
+        reference = float64_nll(table[ids[:-1]], ids[1:])
+        ours = torch.tensor(record["token_nll"], dtype=torch.float64)
+        assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
+        total += float(reference.sum())
+    assert result.extras["total_nll"] == pytest.approx(total, rel=1e-6)
+
+
+def test_smollm2_perplexity_matches_float64_and_hf_own_loss(smollm2):
+    model, tok = smollm2
+    text = ec.load_fixtures()["lm"][0]
+    ids = torch.tensor([tok.encode(text)])
+    with torch.no_grad():
+        logits = model.hf(input_ids=ids).logits
+        hf_loss = float(model.hf(input_ids=ids, labels=ids).loss)  # HF shifts the labels itself
+    reference = float64_nll(logits[0, :-1], ids[0, 1:])
+    result = ec.perplexity_eval(model, tok, [text])
+    ours = torch.tensor(result.per_example[0]["token_nll"], dtype=torch.float64)
+    assert len(ours) == ids.shape[1] - 1 == 13
+    assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
+    assert result.per_example[0]["nll"] == pytest.approx(float(reference.sum()), rel=1e-6)
+    assert result.extras["mean_nll"] == pytest.approx(hf_loss, rel=1e-5)
+
+
+def test_smollm2_perplexity_is_batch_size_invariant(smollm2):
+    model, tok = smollm2
+    texts = ec.load_fixtures()["lm"]
+    one = ec.perplexity_eval(model, tok, texts, batch_size=1)
+    many = ec.perplexity_eval(model, tok, texts, batch_size=8)
+    assert many.value == pytest.approx(one.value, rel=1e-6)
+    for a, b in zip(one.per_example, many.per_example):
+        assert a["n_tokens"] == b["n_tokens"]
+        assert a["nll"] == pytest.approx(b["nll"], rel=1e-5)
