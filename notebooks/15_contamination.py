@@ -163,7 +163,7 @@ print(overlap_table.round(4).to_string(index=False))
 # %%
 by_n = overlap_table.groupby("n")[["texts", "checkable", "any n-gram found"]].sum()
 assert by_n.loc[13, "checkable"] == 7, f"expected 7 texts long enough for 13-grams, got {by_n.loc[13, 'checkable']}"
-assert by_n.loc[13, "any n-gram found"] == 0 and by_n.loc[8, "any n-gram found"] <= 1
+assert by_n.loc[13, "any n-gram found"] == 0 and by_n.loc[8, "any n-gram found"] <= 1, by_n.to_dict()
 assert by_n.loc[3, "any n-gram found"] > by_n.loc[5, "any n-gram found"] > by_n.loc[8, "any n-gram found"]
 
 # %%
@@ -272,7 +272,7 @@ assert abs(by_hand - first["min_k_prob"]) < 1e-12, (by_hand, first["min_k_prob"]
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# AUC, TPR at 5% FPR and chance, per score: ec.membership_auc(members, non-members, higher_is_member); defines: tiny_auc, auc_table
+# AUC, TPR at 5% FPR and chance, per score: ec.membership_auc(members, non-members, higher_is_member); defines: auc_table, fmt, tiny_auc
 def auc_table(members, nonmembers):
     rows = {}
     for score, higher in ec.MEMBERSHIP_SCORES.items():
@@ -487,7 +487,8 @@ for n, min_share in [(13, None), (8, None), (8, 0.7)]:
           f"largest share {max(r['share'] for r in recs):.3g}")
 
 # %%
-assert sum(bool(r["contaminated"]) for r in ec.ngram_overlap(famous_texts, para_texts, n=8, min_share=0.7)) == 0
+palm_flags = sum(bool(r["contaminated"]) for r in ec.ngram_overlap(famous_texts, para_texts, n=8, min_share=0.7))
+assert palm_flags == 0, f"expected PaLM's rule to flag no famous text against the paraphrases, got {palm_flags}"
 
 # %% [markdown]
 # One famous text in 12 is flagged by the "any 8-gram" rule, through a name the paraphrase keeps ("this
@@ -666,8 +667,8 @@ trained_questions = [t for t in training_texts if t.endswith("?")]
 fixture_questions = [q for name in ("em", "f1", "judge") for q, _ in fx[name]]
 q_members = ec.membership_scores(model, tok, trained_questions)
 q_nonmembers = ec.membership_scores(model, tok, fixture_questions)
-question_auc = ec.membership_auc([s["mean_loss"] for s in q_members], [s["mean_loss"] for s in q_nonmembers],
-                                 higher_is_member=False)
+member_losses = [s["mean_loss"] for s in q_members]
+question_auc = ec.membership_auc(member_losses, [s["mean_loss"] for s in q_nonmembers], higher_is_member=False)
 print(len(trained_questions), "trained,", len(fixture_questions), "held out:",
       f"AUC {question_auc['auc']:.4g} {[round(x, 3) for x in question_auc['ci95']]}")
 ### END SOLUTION
