@@ -334,9 +334,12 @@ plt.show()
 #
 # ## 3. A real model: SmolLM2-135M-Instruct
 #
-# SmolLM2 was trained on trillions of tokens of web text, code and curated data (its model card lists
-# FineWeb-Edu, DCLM, The Stack and Hugging Face's own synthetic sets), none of which we can search here.
-# So we turn to the model side, with three groups of texts from `data/contamination.json`:
+# SmolLM2-135M was trained on 2 trillion tokens (its model card, `HuggingFaceTB/SmolLM2-135M-Instruct`
+# on the Hugging Face hub, lists FineWeb-Edu, DCLM, The Stack and new datasets Hugging Face filtered),
+# then tuned to follow instructions (supervised fine-tuning, then DPO on UltraFeedback). We score the
+# instruct model on plain text: what it shows of its pretraining text is what survived that tuning.
+# None of the corpus can be searched here, so we turn to the model side, with three groups of texts
+# from `data/contamination.json`:
 #
 # - **famous**: 12 public-domain or permissively licensed texts copied all over the web (the Gettysburg
 #   Address, the preamble of the US Constitution, the Zen of Python, the MIT License, openings of
@@ -646,8 +649,8 @@ print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
 # Min-40% Prob averages more tokens, so it moves toward the plain mean loss; here its AUC lies between
-# Min-20% Prob's and mean loss's. The differences between k values are a few hundredths, and every
-# interval is about 0.3 wide: with 12 texts per group, nothing here can choose k. Shi et al. chose k
+# Min-20% Prob's and mean loss's. The differences between k values are a few hundredths, and the
+# intervals are 0.32 to 0.37 wide: with 12 texts per group, nothing here can choose k. Shi et al. chose k
 # on WikiMIA with hundreds of texts, and even there the best k varies with the model.
 
 # %% [markdown]
