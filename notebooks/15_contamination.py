@@ -240,8 +240,9 @@ assert answers_seen["f1"] < answers_seen["judge"] < 20
 #   (`int(len(all_prob)*ratio)` in `src/run.py`, which reports its negative). An unseen text tends to
 #   hold a few very surprising tokens; a seen one fewer. Higher: more likely seen. We use k = 20.
 #
-# The members: TinyGPT's 60 training statements, exactly as trained. The non-members: the 20
-# perplexity texts, held out and written the same way, about the same facts.
+# The members: TinyGPT's 60 training statements, word for word (scored alone here; in training each
+# followed the others of its topic). The non-members: the 20 perplexity texts, held out and written
+# the same way, about the same facts.
 
 # %% tags=["live"]
 # Membership scores for the 60 training statements and the 20 held-out texts; defines: statements, member_scores, heldout_scores
