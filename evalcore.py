@@ -53,6 +53,9 @@ Lesson 13 · A real instruct model  (notebooks/13_real_instruct_model.ipynb)
     check_smollm2_gguf, smollm2_folder, load_smollm2, prompt_variant, Replay, record_13,
     load_recording_13, replay, first_sentence, span_after_is, reference_in_answer,
     answer_policy_eval
+Lesson 15 · Has the model seen the test?  (notebooks/15_contamination.ipynb)
+    load_contamination, tinygpt_training_texts, normalise_ngram, ngram_overlap, mean_token_loss,
+    zlib_ratio, min_k_count, min_k_prob, membership_scores, tpr_at_fpr, membership_auc
 Appendix A · HTTP transport
     default_cache_key, HTTPJudge, JudgeServer, serve_judge
 Appendix B · The command line
@@ -155,6 +158,10 @@ __all__ = [
     "prompt_variant", "RECORDING_13_PATH", "RECORD_13_VARIANTS", "Replay", "record_13",
     "load_recording_13", "replay", "first_sentence", "span_after_is", "reference_in_answer",
     "ANSWER_POLICIES", "answer_policy_eval",
+    # Lesson 15 · Has the model seen the test?
+    "CONTAMINATION_PATH", "CONTAMINATION_GROUPS", "load_contamination", "tinygpt_training_texts",
+    "normalise_ngram", "ngram_overlap", "mean_token_loss", "zlib_ratio", "min_k_count",
+    "min_k_prob", "MEMBERSHIP_SCORES", "membership_scores", "tpr_at_fpr", "membership_auc",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "default_cache_key", "HTTPJudge", "JudgeServer", "serve_judge",
     # Appendix B · The command line
@@ -4888,6 +4895,333 @@ def answer_policy_eval(result, policy):
     extras["answer_policy"] = policy
     value = _mean(r["score"] for r in records)
     return with_interval(EvalResult("exact_match", value, records, extras))
+
+
+# =================================================================================================
+# Lesson 15 · Has the model seen the test?: notebooks/15_contamination.ipynb
+# =================================================================================================
+
+# Two sides of one question. The data side: when the training corpus is known, count the test
+# text's word n-grams found in it (GPT-3 used 13-grams, PaLM 8-grams). The model side: when it is
+# not, score each text by how unsurprised the model is (mean loss, the zlib ratio, Min-K% Prob) and
+# ask how well that separates texts known to be in training from texts known to be out of it.
+CONTAMINATION_PATH = ROOT / "data" / "contamination.json"
+
+
+CONTAMINATION_GROUPS = ("famous", "paraphrase", "fresh")  # seen very likely, reworded, never seen
+
+
+def load_contamination(path=CONTAMINATION_PATH):
+    """Lesson 15's texts, in file order: dicts with id, group (one of CONTAMINATION_GROUPS), of
+    (the famous text it is paired with), title, text, source and licence.
+
+    Lesson 15."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    keys = ("id", "group", "of", "title", "text", "source", "licence")
+    for i, item in enumerate(raw["texts"]):
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in keys):
+            raise ValueError(f"texts[{i}] must be a dict with str values for {keys}, got {item!r}")
+        if item["group"] not in CONTAMINATION_GROUPS:
+            raise ValueError(
+                f"texts[{i}] ({item['id']}) has group {item['group']!r}, "
+                f"expected one of {CONTAMINATION_GROUPS}"
+            )
+    return raw["texts"]
+
+
+def tinygpt_training_texts(tok=None):
+    """Every plain text TinyGPT trained on, exactly: each training sequence cut at its special
+    tokens (statements, question framings, answers), decoded, without duplicates, in order.
+
+    Lesson 15."""
+    tok = InstructionTokenizer() if tok is None else tok
+    texts = {}
+    for seq in training_sequences(tok):
+        span = []
+        for t in [*seq, tok.pad_id]:  # a special token ends a span
+            if t in tok.stop_ids:
+                if span:
+                    texts.setdefault(tok.decode(span), None)
+                span = []
+            else:
+                span.append(t)
+    return list(texts)
+
+
+# The Janitor of lm-evaluation-harness (lm_eval/decontamination/janitor.py), the GPT-3-style
+# decontamination it implements: ASCII letters lowercased, ASCII punctuation deleted, then words
+# split on whitespace.
+_NGRAM_TABLE = str.maketrans(string.ascii_uppercase, string.ascii_lowercase, string.punctuation)
+
+
+def normalise_ngram(text):
+    """Text as lm-evaluation-harness's decontamination compares it: ASCII letters lowercased and
+    ASCII punctuation deleted ("Don't!" -> "dont"); n-grams are then its whitespace words.
+
+    Lesson 15."""
+    _check_str("text", text)
+    return text.translate(_NGRAM_TABLE)
+
+
+def _ngram_hashes(word_lists, n):
+    """A 64-bit hash of every word n-gram of each word list (numpy uint64 arrays): words become
+    seeded random 64-bit codes, and an n-gram the polynomial of its codes, wrapping mod 2**64."""
+    from itertools import chain
+
+    import numpy
+
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(chain.from_iterable(word_lists)))}
+    ids = [
+        numpy.fromiter(map(vocab.__getitem__, words), dtype=numpy.int64, count=len(words))
+        for words in word_lists
+    ]
+    codes = numpy.random.default_rng(SEED).integers(0, 2**64, len(vocab), dtype=numpy.uint64)
+    base = numpy.uint64(0x9E3779B97F4A7C15)  # odd: no n-gram's high words shift out of the hash
+    out = []
+    for row in ids:
+        count = max(len(row) - n + 1, 0)
+        h = numpy.zeros(count, dtype=numpy.uint64)
+        for k in range(n):  # h = sum of codes[row[i + k]] * base**(n - 1 - k), all mod 2**64
+            h = h * base + codes[row[k : k + count]]
+        out.append(h)
+    return out
+
+
+def ngram_overlap(test_texts, corpus_texts, n=13, normalise=normalise_ngram, min_share=None):
+    """For each test text, the share of its word n-grams (counted where they occur) found in any
+    corpus text, and whether it counts as contaminated: any n-gram found (min_share None, the
+    GPT-3 and lm-evaluation-harness rule), or share >= min_share (PaLM: n=8, min_share=0.7). A
+    text with fewer than n words has no n-gram: its share and verdict are None (not checkable).
+
+    N-grams never cross a text's end. They are compared as 64-bit hashes (set lookups, no scan of
+    the corpus per n-gram); two different n-grams collide with probability about 2**-64.
+
+    Lesson 15."""
+    import numpy
+
+    _check_strings("test_texts", test_texts)
+    _check_strings("corpus_texts", corpus_texts)
+    _positive_int("n", n)
+    if min_share is not None:
+        _check_number("min_share", min_share, 0, 1, open_low=True)
+    words = [normalise(t).split() for t in [*test_texts, *corpus_texts]]
+    hashes = _ngram_hashes(words, n)
+    corpus = numpy.sort(numpy.concatenate(hashes[len(test_texts) :]))
+    records = []
+    for i, (text, h) in enumerate(zip(test_texts, hashes)):
+        at = numpy.minimum(numpy.searchsorted(corpus, h), max(len(corpus) - 1, 0))
+        hit = corpus[at] == h if len(corpus) else numpy.zeros(len(h), dtype=bool)
+        grams = [" ".join(words[i][j : j + n]) for j in numpy.flatnonzero(hit).tolist()]
+        share = float(hit.mean()) if len(h) else None
+        rule = share is not None and (share > 0 if min_share is None else share >= min_share)
+        records.append(
+            {
+                "index": i,
+                "text": text,
+                "n_words": len(words[i]),
+                "n_ngrams": len(h),
+                "n_found": int(hit.sum()),
+                "share": share,
+                "contaminated": rule if share is not None else None,
+                "found": list(dict.fromkeys(grams)),
+            }
+        )
+    return records
+
+
+def _check_token_nll(token_nll):
+    """The per-token losses of one text as a float64 tensor: non-empty, finite, non-negative."""
+    try:
+        losses = torch.as_tensor(token_nll, dtype=torch.float64).flatten()
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"token_nll must be a list of numbers, got {token_nll!r}") from None
+    if not len(losses) or not losses.isfinite().all() or (losses < 0).any():
+        raise ValueError(
+            f"token_nll must be a non-empty list of finite losses >= 0 (nats), got {token_nll!r}"
+        )
+    return losses
+
+
+def mean_token_loss(token_nll):
+    """The mean next-token loss of one text in nats (its log-perplexity): the plainest membership
+    score; lower means more likely seen in training.
+
+    Lesson 15."""
+    return float(_check_token_nll(token_nll).mean())
+
+
+def zlib_ratio(text, token_nll):
+    """mean_token_loss over the length in bytes of the text's UTF-8 zlib-compressed at the default
+    level: detect-pretrain-code's "ppl/zlib" (src/run.py); Carlini et al.'s extraction.py ranks by
+    its inverse. Text that compresses well (repetitive) is expected to be easy, so its loss is
+    weighed against that. Lower means more likely seen.
+
+    Lesson 15."""
+    import zlib
+
+    _check_str("text", text)
+    return mean_token_loss(token_nll) / len(zlib.compress(text.encode("utf-8")))
+
+
+def min_k_count(n_tokens, k):
+    """How many tokens Min-K% Prob averages: floor(n_tokens * k / 100), k in percent, computed
+    exactly (as int(len(all_prob) * ratio) in detect-pretrain-code, without float rounding).
+
+    Lesson 15."""
+    from fractions import Fraction
+
+    _positive_int("n_tokens", n_tokens)
+    _check_number("k", k, 0, 100, open_low=True)
+    return math.floor(n_tokens * Fraction(str(k)) / 100)
+
+
+def min_k_prob(token_nll, k=20):
+    """Min-K% Prob (Shi et al., ICLR 2024): the mean log-probability of the text's k% least likely
+    tokens (min_k_count of them). It is <= 0; higher means more likely seen. detect-pretrain-code
+    (src/run.py) reports its negative.
+
+    Lesson 15."""
+    losses = _check_token_nll(token_nll)
+    count = min_k_count(len(losses), k)
+    if count == 0:
+        raise ValueError(
+            f"k={k}% of {len(losses)} tokens is no token at all: Min-K% Prob needs "
+            f"at least {math.ceil(100 / k)} tokens at this k"
+        )
+    return -float(losses.sort(descending=True).values[:count].mean())
+
+
+MEMBERSHIP_SCORES = {  # name -> does a higher score mean "more likely seen"?
+    "mean_loss": False,
+    "zlib_ratio": False,
+    "min_k_prob": True,
+}
+
+
+def membership_scores(model, tok, texts, k=20, batch_size=8):
+    """Each text's MEMBERSHIP_SCORES and token losses (one perplexity_eval pass): dicts with text,
+    n_tokens, token_nll, mean_loss, zlib_ratio and min_k_prob.
+
+    Lesson 15."""
+    result = perplexity_eval(model, tok, texts, batch_size=batch_size)
+    records = []
+    for r in result.per_example:
+        if r["score"] is None:
+            raise ValueError(f"texts[{r['index']}] has fewer than 2 tokens: nothing to score")
+        nll = r["token_nll"]
+        records.append(
+            {
+                "text": r["text"],
+                "n_tokens": r["n_tokens"],
+                "token_nll": nll,
+                "mean_loss": mean_token_loss(nll),
+                "zlib_ratio": zlib_ratio(r["text"], nll),
+                "min_k_prob": min_k_prob(nll, k),
+            }
+        )
+    return records
+
+
+def _check_group_scores(name, scores):
+    values = torch.tensor(_floats(name, scores), dtype=torch.float64)
+    if not len(values) or not values.isfinite().all():
+        raise ValueError(f"{name} must be a non-empty list of finite numbers, got {scores!r}")
+    return values
+
+
+def _pair_wins(members, nonmembers):
+    """(m, n): 1 where the member scores higher, 1/2 on a tie, 0 below: AUC's pair credit."""
+    diff = members[:, None] - nonmembers[None, :]
+    return (diff > 0).double() + 0.5 * (diff == 0).double()
+
+
+def _weighted_auc(wins, w_members, w_nonmembers):
+    """AUC under draw counts (R, m) and (R, n): each resample's weighted mean pair credit (R,)."""
+    total = w_members.sum(-1) * w_nonmembers.sum(-1)
+    return ((w_members @ wins) * w_nonmembers).sum(-1) / total
+
+
+def _weighted_tpr_at_fpr(members, nonmembers, w_members, w_nonmembers, fpr):
+    """The highest TPR over thresholds whose FPR is below fpr, under draw counts: (R,)."""
+    pooled = torch.cat([members, nonmembers])
+    thresholds = torch.cat([pooled.unique(), pooled.new_tensor([math.inf])])  # (T,)
+    tpr = (w_members @ (members[:, None] >= thresholds).double()) / w_members.sum(-1, keepdim=True)
+    fp = w_nonmembers @ (nonmembers[:, None] >= thresholds).double()
+    below = fp / w_nonmembers.sum(-1, keepdim=True) < fpr  # (R, T); the +inf column always is
+    return torch.where(below, tpr, -1.0).max(-1).values
+
+
+def tpr_at_fpr(scores_members, scores_nonmembers, fpr=0.05, higher_is_member=True):
+    """The true-positive rate at a low false-positive rate: the highest share of members flagged
+    by any threshold that flags under fpr of the non-members (strictly under, as
+    detect-pretrain-code's src/eval.py reads it off scikit-learn's ROC curve, though that curve's
+    default drop_intermediate=True can hide the best point when scores tie). A text is flagged
+    when its score >= the threshold. With n non-members, FPRs come in steps of 1/n.
+
+    Lesson 15."""
+    members = _check_group_scores("scores_members", scores_members)
+    nonmembers = _check_group_scores("scores_nonmembers", scores_nonmembers)
+    _check_number("fpr", fpr, 0, 1, open_low=True)
+    sign = 1.0 if higher_is_member else -1.0
+    once_m = torch.ones(1, len(members), dtype=torch.float64)  # every text drawn once
+    once_n = torch.ones(1, len(nonmembers), dtype=torch.float64)
+    return float(_weighted_tpr_at_fpr(sign * members, sign * nonmembers, once_m, once_n, fpr)[0])
+
+
+def membership_auc(
+    scores_members,
+    scores_nonmembers,
+    higher_is_member=True,
+    fpr=0.05,
+    n_resamples=2000,
+    seed=SEED,
+):
+    """How well a membership score separates texts in training (members) from texts not in it:
+    a dict with "auc" (the chance that a random member outscores a random non-member, ties count
+    1/2: scikit-learn's roc_auc_score), "ci95" (percentile bootstrap, members and non-members
+    resampled apart), "tpr_at_fpr" and its "tpr_ci95" (see tpr_at_fpr), "p_value" (one-sided
+    permutation test of no separation) and "null95" (the middle 95% of AUCs that random labels
+    give at these group sizes). Intervals are None with fewer than 2 texts in a group.
+
+    Lesson 15."""
+    members = _check_group_scores("scores_members", scores_members)
+    nonmembers = _check_group_scores("scores_nonmembers", scores_nonmembers)
+    _check_number("fpr", fpr, 0, 1, open_low=True)
+    _positive_int("n_resamples", n_resamples)
+    sign = 1.0 if higher_is_member else -1.0
+    members, nonmembers = sign * members, sign * nonmembers
+    m, n = len(members), len(nonmembers)
+    wins = _pair_wins(members, nonmembers)
+    out = {
+        "auc": float(wins.mean()),
+        "tpr_at_fpr": tpr_at_fpr(members.tolist(), nonmembers.tolist(), fpr),
+        "fpr": fpr,
+        "n_members": m,
+        "n_nonmembers": n,
+        "higher_is_member": higher_is_member,
+        "ci95": None,
+        "tpr_ci95": None,
+    }
+    if m >= 2 and n >= 2:
+        w_m = bootstrap_weights(m, n_resamples=n_resamples, seed=seed)
+        w_n = bootstrap_weights(n, n_resamples=n_resamples, seed=seed + 1)
+        out["ci95"] = list(_percentiles(_weighted_auc(wins, w_m, w_n), 0.95))
+        tprs = _weighted_tpr_at_fpr(members, nonmembers, w_m, w_n, fpr)
+        out["tpr_ci95"] = list(_percentiles(tprs, 0.95))
+    null = _permutation_aucs(members, nonmembers, n_resamples, seed)
+    out["p_value"] = (1 + int((null >= out["auc"] - 1e-12).sum())) / (n_resamples + 1)
+    out["null95"] = list(_percentiles(null, 0.95))
+    return out
+
+
+def _permutation_aucs(members, nonmembers, n_resamples, seed):
+    """The AUC of n_resamples random relabellings that keep the group sizes: (R,)."""
+    pooled = torch.cat([members, nonmembers])
+    wins = _pair_wins(pooled, pooled)  # (N, N)
+    generator = torch.Generator().manual_seed(seed)
+    ranks = torch.rand(n_resamples, len(pooled), generator=generator).argsort(1).argsort(1)
+    chosen = (ranks < len(members)).double()  # (R, N): 1 for the texts labelled members
+    return _weighted_auc(wins, chosen, 1 - chosen)
 
 
 # =================================================================================================

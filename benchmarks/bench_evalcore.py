@@ -9,6 +9,7 @@ import argparse
 import json
 import math
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -229,6 +230,50 @@ def bench_smollm2(n_prompts=20, new_tokens=48, n_uncached=4, uncached_tokens=48)
     print(f"  core_evals end to end: {t_core:.1f} s (target < 60 s)")
 
 
+def ngram_corpus(n_docs=2500, words_per_doc=200, seed=0):
+    """A deterministic corpus of a few MB: documents of words drawn from the course's own texts
+    at their frequencies (so common words repeat, as in real text)."""
+    fx = ec.load_fixtures()
+    texts = ec.tinygpt_training_texts() + fx["lm"] + [t["text"] for t in ec.load_contamination()]
+    words = " ".join(texts).split()
+    rng = random.Random(seed)
+    return [" ".join(rng.choices(words, k=words_per_doc)) for _ in range(n_docs)]
+
+
+def naive_overlap(test_texts, corpus_texts, n):
+    """The scan a first version writes: each test n-gram searched for in the whole normalised
+    corpus (str `in`, a fast C search, but once per n-gram over every byte)."""
+    corpus = "\n".join(" " + " ".join(ec.normalise_ngram(t).split()) + " " for t in corpus_texts)
+    shares = []
+    for text in test_texts:
+        w = ec.normalise_ngram(text).split()
+        grams = [" " + " ".join(w[i : i + n]) + " " for i in range(len(w) - n + 1)]
+        shares.append(sum(g in corpus for g in grams) / len(grams) if grams else None)
+    return shares
+
+
+def bench_ngram_overlap(n=8):
+    corpus = ngram_corpus()
+    fx = ec.load_fixtures()
+    tests = fx["lm"] + [q for k in ("em", "f1", "judge") for q, _ in fx[k]]
+    tests += [t["text"] for t in ec.load_contamination()] + corpus[::125]  # 20 copied documents
+    hashed = [r["share"] for r in ec.ngram_overlap(tests, corpus, n=n)]
+    assert hashed == naive_overlap(tests, corpus, n), "hashed n-grams disagree with the naive scan"
+    mb = sum(len(t.encode("utf-8")) for t in corpus) / 1e6
+    n_grams = sum(max(len(ec.normalise_ngram(t).split()) - n + 1, 0) for t in tests)
+    t_hashed = best_of(lambda: ec.ngram_overlap(tests, corpus, n=n), 3)
+    t_naive = best_of(lambda: naive_overlap(tests, corpus, n), 1)
+    print(
+        f"ngram_overlap: {len(tests)} test texts ({n_grams} {n}-grams) against a "
+        f"{mb:.1f} MB corpus of {len(corpus)} texts (same shares as the naive scan)"
+    )
+    print(f"  naive scan (each n-gram searched in the corpus)  {t_naive:6.2f} s")
+    print(
+        f"  hashed n-grams (ec.ngram_overlap)                {t_hashed:6.2f} s "
+        f"({t_naive / t_hashed:.1f}x as fast)"
+    )
+
+
 def bench_demo():
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
@@ -332,6 +377,7 @@ def main():
     bench_generate(tok)
     print()
     bench_threads(model, tok, fx)
+    bench_ngram_overlap()
     if not args.skip_demo:
         print()
         bench_demo()

@@ -1,0 +1,716 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 15 · Has the model seen the test? Contamination from the data side and the model side
+#
+# A benchmark score means little if the model trained on the benchmark. Every serious evaluation report
+# now says how it checked. There are two sides to the check. When the training corpus is known, look in
+# it: count the test's word n-grams that occur there (the GPT-3 paper used 13-grams, PaLM 8-grams).
+# When it is not, ask the model: a text it trained on tends to be less surprising to it, and membership
+# scores turn that into a number per text.
+#
+# This course holds a case that papers on the subject rarely have: TinyGPT's complete training text,
+# so we know exactly which texts it saw. We check both sides there first, then take the model-side
+# scores to a real model, SmolLM2-135M-Instruct, whose training corpus we cannot search.
+#
+# **What you will learn**
+# - how n-gram overlap is computed (normalised words, hashed n-grams), what the GPT-3 and PaLM rules
+#   count as contaminated, and why a 13-gram rule cannot check a short question at all;
+# - that TinyGPT's fixtures share almost no 8-gram with its training text, yet every exact-match
+#   answer is in it: verbatim overlap is low while the facts are all "seen", and what that means for
+#   every TinyGPT number earlier in the course;
+# - three membership scores (mean token loss, the zlib ratio, Min-K% Prob), computed by hand and by
+#   evalcore, and how to measure how well they separate members from non-members: AUC with a bootstrap
+#   interval, the true-positive rate at a low false-positive rate, and what chance gives;
+# - what these scores show on SmolLM2 for famous texts, close paraphrases of them and fresh texts, and
+#   what they cannot show;
+# - what a practitioner reports next to a score.
+#
+# **Time needed:** about 70 minutes.
+#
+# **Builds on:** lesson 01 (token losses), lesson 05 (intervals on every number), lesson 06 (a frozen
+# protocol with reserved cases), lesson 11 (a Hugging Face model behind evalcore's interface) and
+# lesson 13 (SmolLM2). Uses `ec.tinygpt_training_texts`, `ec.ngram_overlap`, `ec.membership_scores`,
+# `ec.membership_auc` and `ec.load_smollm2`; nothing is trained here.
+#
+# **The data.** `data/contamination.json` holds 36 texts in three groups of 12: famous public-domain or
+# permissively licensed texts (each with its source and licence), a close paraphrase of each, written
+# for this course, and a fresh text in the same genre, also written for this course.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+from collections import Counter
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+import evalcore as ec
+
+torch.set_num_threads(1)  # on purpose: see the README's "Threads" section
+pd.set_option("display.width", 120)
+pd.set_option("display.max_colwidth", 60)
+
+tok = ec.InstructionTokenizer()
+model = ec.load_pretrained()
+fx = ec.load_fixtures()
+training_texts = ec.tinygpt_training_texts(tok)
+print(len(training_texts), "distinct texts TinyGPT trained on, for example:")
+for t in training_texts[:2] + training_texts[-2:]:
+    print("  ", repr(t))
+
+# %% [markdown]
+# `ec.tinygpt_training_texts` rebuilds them from the very sequences `ec.train_tinygpt` packs into its
+# training stream (`ec.training_sequences`): each sequence cut at its special tokens, so a statement,
+# a question in one of its framings and an answer are each one text. This is the whole corpus, exactly.
+#
+# ## 1. The data side: n-gram overlap
+#
+# The recipe, as lm-evaluation-harness implements the GPT-3 paper's decontamination
+# (`EleutherAI/lm-evaluation-harness`, `lm_eval/decontamination/janitor.py` and `decontaminate.py`):
+# lowercase the ASCII letters, delete ASCII punctuation, split on whitespace, and take every run of n
+# consecutive words. A test text counts as contaminated if **any** of its 13-grams occurs anywhere in
+# the training corpus. PaLM's report used 8-grams and a softer rule: an example is contaminated when
+# **at least 70%** of its 8-grams occur. `ec.ngram_overlap` returns, per test text, the share of its
+# n-grams found, and the verdict under the rule you pass (`min_share=None` for "any", `0.7` for PaLM).
+#
+# A small example first, small enough to check by eye.
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# N-gram overlap of two test sentences against a two-text corpus, n = 3; defines: demo
+demo = ec.ngram_overlap(
+    ["The cat sat on the mat.", "A dog slept."],
+    ["Yesterday a cat sat on the mat, purring.", "Dogs sleep a lot."],
+    n=3,
+)
+for r in demo:
+    print(f"{r['text']!r}: {r['n_found']} of {r['n_ngrams']} 3-grams found, share {r['share']}, "
+          f"contaminated {r['contaminated']}, found {r['found']}")
+
+# %% [markdown]
+# "The cat sat" is not in the corpus ("a cat sat" is), the other three 3-grams are: share 0.75. "A dog
+# slept." has only three words, so it has a single 3-gram, which is not found. A text shorter than n
+# words has no n-gram at all: `ec.ngram_overlap` reports its share and verdict as `None`, *not
+# checkable*, instead of calling it clean.
+
+# %%
+assert [r["share"] for r in demo] == [0.75, 0.0], [r["share"] for r in demo]
+assert demo[0]["found"] == ["cat sat on", "sat on the", "on the mat"], demo[0]["found"]
+assert ec.ngram_overlap(["too short"], ["too short"], n=3)[0]["contaminated"] is None
+
+# %% [markdown]
+# ### A deliberately buggy variant: no normalisation
+#
+# Below, **a buggy overlap written for this lesson**: it splits the raw text on whitespace, so "Paris."
+# and "paris" are different words. A test set stored in lowercase without punctuation then looks clean
+# against a corpus that holds it word for word. The correct call is beside it.
+
+# %%
+def overlap_without_normalising(test_text, corpus_texts, n):
+    """BUGGY ON PURPOSE: words compared as they are written, case and punctuation included."""
+    corpus = {tuple(w[i:i + n]) for t in corpus_texts for w in [t.split()] for i in range(len(w) - n + 1)}
+    words = test_text.split()
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return sum(g in corpus for g in grams) / len(grams)
+
+
+leaked = "the capital city of italy is rome"  # a training statement, lowercased, full stop dropped
+print("training text:", repr(next(t for t in training_texts if t.startswith("The capital city of Italy"))))
+print("buggy share  :", overlap_without_normalising(leaked, training_texts, n=5))
+print("evalcore     :", ec.ngram_overlap([leaked], training_texts, n=5)[0]["share"])
+
+# %%
+assert overlap_without_normalising(leaked, training_texts, n=5) < 1.0
+assert ec.ngram_overlap([leaked], training_texts, n=5)[0]["share"] == 1.0
+
+# %% [markdown]
+# ### TinyGPT's fixtures against its own training text
+#
+# Now the real question for this course: were the held-out fixtures of lessons 01 to 04 in TinyGPT's
+# training text? We check the perplexity texts (`lm`) and the questions of the exact-match, F1 and
+# judge fixtures, at four n-gram lengths.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+fixture_texts = {"lm": fx["lm"]} | {name: [q for q, _ in fx[name]] for name in ("em", "f1", "judge")}
+rows = []
+for n in (13, 8, 5, 3):
+    for name, texts in fixture_texts.items():
+        recs = ec.ngram_overlap(texts, training_texts, n=n)
+        checkable = [r for r in recs if r["contaminated"] is not None]
+        rows.append({"n": n, "fixture": name, "texts": len(recs), "checkable": len(checkable),
+                     "any n-gram found": sum(r["contaminated"] for r in checkable),
+                     "PaLM rule (>= 70%)": sum(r["share"] >= 0.7 for r in checkable),
+                     "mean share": np.mean([r["share"] for r in checkable]) if checkable else np.nan})
+overlap_table = pd.DataFrame(rows)
+print(overlap_table.round(4).to_string(index=False))
+
+# %%
+by_n = overlap_table.groupby("n")[["texts", "checkable", "any n-gram found"]].sum()
+assert by_n.loc[13, "checkable"] == 7, f"expected 7 texts long enough for 13-grams, got {by_n.loc[13, 'checkable']}"
+assert by_n.loc[13, "any n-gram found"] == 0 and by_n.loc[8, "any n-gram found"] <= 1, by_n.to_dict()
+assert by_n.loc[3, "any n-gram found"] > by_n.loc[5, "any n-gram found"] > by_n.loc[8, "any n-gram found"]
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharex=True)
+for name, part in overlap_table.groupby("fixture", sort=False):
+    axes[0].plot(part["n"], part["checkable"] / part["texts"], marker="o", label=name)
+    axes[1].plot(part["n"], part["any n-gram found"] / part["texts"], marker="o", label=name)
+axes[0].set(xlabel="n (words per n-gram)", ylabel="share of the fixture's texts",
+            title="Long enough to have an n-gram at all")
+axes[1].set(xlabel="n (words per n-gram)", ylabel="share of the fixture's texts",
+            title="At least one n-gram in TinyGPT's training text")
+axes[0].set_xticks([3, 5, 8, 13])
+axes[1].legend(title="fixture")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Read the left panel first. Under the GPT-3 rule (13-grams), none of the 60 questions can be checked
+# at all, and only 7 of the 20 perplexity texts: a question is rarely 13 words long. At 8 words most
+# perplexity texts and a few questions can be checked, and just one judge question shares an 8-gram
+# with the training text: "Tell me which planet is known as the red planet." is the training question
+# "Which planet is known as the red planet?" with "Tell me" in front. Only at 5 and 3 words do many
+# texts "overlap", through question stems such as "what is the capital of" and "at what celsius
+# temperature does water": the fixtures reword the training questions, but not every word of them.
+#
+# So by the verbatim test, the fixtures are clean. But the fixtures were written to restate the
+# training facts in other words (lesson 01 says so). The check that matters for a question is whether
+# its **answer** is in the training text. We ask `ec.ngram_overlap` with n equal to the answer's length
+# in words: the answer then has exactly one n-gram, found or not.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def answer_in_training(reference):
+    """Whether any acceptable answer occurs, as a whole run of words, in TinyGPT's training text."""
+    refs = [reference] if isinstance(reference, str) else reference
+    return any(ec.ngram_overlap([r], training_texts, n=len(ec.normalise_ngram(r).split()))[0]["contaminated"]
+               for r in refs)
+
+
+answers_seen = {name: sum(answer_in_training(ref) for _, ref in fx[name]) for name in ("em", "f1", "judge")}
+print({name: f"{k} of {len(fx[name])}" for name, k in answers_seen.items()})
+
+# %%
+assert answers_seen["em"] == 20, f"expected every exact-match answer in the training text, got {answers_seen['em']}"
+assert answers_seen["f1"] < answers_seen["judge"] < 20
+
+# %% [markdown]
+# Every one of the 20 exact-match answers occurs in the training text, and 17 of 20 judge answers. The
+# F1 references are longer, full-sentence answers (9 of 20 occur whole). The facts were all seen.
+#
+# **What this means for every TinyGPT number in the course.** The fixtures are held out in *wording*,
+# not in *content*. Lesson 01's perplexity of 7.134 is the loss on new sentences about facts TinyGPT
+# trained on. The exact match of 0.30 in lessons 02 and 05 measures whether it recalls a trained fact
+# when asked in new words; it says nothing about questions on facts it never saw (it would fail them).
+# Lesson 07's multiple-choice items are the exact-match questions, so their calibration is calibration
+# on trained facts; lesson 08 perturbs the same questions. That was the design: the lessons needed a
+# model that gets some answers right. But it is the reason none of these numbers estimates how TinyGPT
+# does on new knowledge, and a verbatim contamination check would have called every one of them clean.
+#
+# ## 2. The model side on TinyGPT, where membership is known
+#
+# When the corpus cannot be searched, the model itself is the evidence. Three scores per text, from the
+# text's next-token losses $\ell_1, \dots, \ell_T$ (nats; lesson 01):
+#
+# - **mean token loss** $\bar\ell = \frac1T\sum_t \ell_t$, the log-perplexity: lower for text the
+#   model trained on (Carlini et al. 2021, "Extracting Training Data from Large Language Models");
+# - **the zlib ratio** $\bar\ell \,/\, z$, with $z$ the length in bytes of the text's UTF-8 compressed by
+#   zlib: text that compresses well (repetitive, predictable) is easy for any model, so its loss is
+#   weighed against that. `swj0419/detect-pretrain-code`, `src/run.py`, computes exactly this as
+#   `np.log(p1)/zlib_entropy`; Carlini et al.'s `ftramer/LM_Memorization`, `extraction.py`, ranks by
+#   its inverse. Lower: more likely seen;
+# - **Min-K% Prob** (Shi et al., "Detecting Pretraining Data from Large Language Models", ICLR 2024):
+#   the mean log-probability of the k% least likely tokens, $\lfloor kT/100 \rfloor$ of them
+#   (`int(len(all_prob)*ratio)` in `src/run.py`, which reports its negative). An unseen text tends to
+#   hold a few very surprising tokens; a seen one fewer. Higher: more likely seen. We use k = 20.
+#
+# The members: TinyGPT's 60 training statements, word for word (scored alone here; in training each
+# followed the others of its topic). The non-members: the 20 perplexity texts, held out and written
+# the same way, about the same facts.
+
+# %% tags=["live"]
+# Membership scores for the 60 training statements and the 20 held-out texts; defines: statements, member_scores, heldout_scores
+statements = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["statements"]
+member_scores = ec.membership_scores(model, tok, statements, k=20)
+heldout_scores = ec.membership_scores(model, tok, fx["lm"], k=20)
+pd.DataFrame(member_scores[:3] + heldout_scores[:3])[["text", "n_tokens", "mean_loss", "zlib_ratio", "min_k_prob"]].round(4)
+
+# %% [markdown]
+# Each score is a short function of the token losses, so check one by hand: Min-20% Prob of the first
+# statement is minus the mean of its largest fifth of token losses.
+
+# %%
+first = member_scores[0]
+losses = sorted(first["token_nll"], reverse=True)
+by_hand = -np.mean(losses[: len(losses) * 20 // 100])
+print(f"{first['text']!r}: {first['n_tokens']} tokens, Min-20% Prob by hand {by_hand:.4f}, evalcore {first['min_k_prob']:.4f}")
+assert abs(by_hand - first["min_k_prob"]) < 1e-12, (by_hand, first["min_k_prob"])
+
+# %% [markdown]
+# How well does each score separate the two groups? `ec.membership_auc` answers with the AUC, the
+# chance that a random member scores as "more seen" than a random non-member (ties count half; the
+# same number as scikit-learn's `roc_auc_score`), with a bootstrap interval that resamples members and
+# non-members apart. The membership literature also reports the **true-positive rate at a low
+# false-positive rate**: of the members, how many are flagged by a threshold that flags under 5% of the
+# non-members? With 20 non-members, "under 5%" means none of them. Last, a permutation test: shuffle the
+# member/non-member labels 2,000 times, and see what AUCs chance gives at these group sizes.
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# AUC, TPR at 5% FPR and chance, per score: ec.membership_auc(members, non-members, higher_is_member); defines: auc_table, fmt, tiny_auc
+def auc_table(members, nonmembers):
+    rows = {}
+    for score, higher in ec.MEMBERSHIP_SCORES.items():
+        r = ec.membership_auc([m[score] for m in members], [x[score] for x in nonmembers], higher_is_member=higher)
+        rows[score] = {"AUC": r["auc"], "AUC 95% CI": r["ci95"], "TPR at FPR < 5%": r["tpr_at_fpr"],
+                       "TPR 95% CI": r["tpr_ci95"], "p (permutation)": r["p_value"], "chance, middle 95%": r["null95"]}
+    return pd.DataFrame(rows).T
+
+
+def fmt(x):
+    return f"[{x[0]:.3g}, {x[1]:.3g}]" if isinstance(x, list) else f"{x:.4g}"
+
+
+tiny_auc = auc_table(member_scores, heldout_scores)
+print(tiny_auc.map(fmt).to_string())
+
+# %%
+assert all(tiny_auc.loc[s, "AUC 95% CI"][0] > tiny_auc.loc[s, "chance, middle 95%"][1] for s in ["mean_loss", "min_k_prob"])
+assert tiny_auc.loc["min_k_prob", "AUC"] > tiny_auc.loc["zlib_ratio", "AUC"]
+
+# %%
+def roc_points(members, nonmembers, higher_is_member):
+    """(FPR, TPR) at every threshold, flagging a text when its score is at least the threshold."""
+    sign = 1 if higher_is_member else -1
+    m, n = sign * np.asarray(members), sign * np.asarray(nonmembers)
+    thresholds = np.r_[np.inf, np.unique(np.r_[m, n])[::-1]]
+    return [(n >= t).mean() for t in thresholds], [(m >= t).mean() for t in thresholds]
+
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+axes[0].hist([m["mean_loss"] for m in member_scores], bins=16, range=(0, 4), alpha=0.6, label="trained on (60)")
+axes[0].hist([x["mean_loss"] for x in heldout_scores], bins=16, range=(0, 4), alpha=0.6, label="held out (20)")
+axes[0].set(xlabel="mean token loss (nats)", ylabel="texts", title="TinyGPT: mean loss per text")
+axes[0].legend()
+for score, higher in ec.MEMBERSHIP_SCORES.items():
+    fpr, tpr = roc_points([m[score] for m in member_scores], [x[score] for x in heldout_scores], higher)
+    axes[1].step(fpr, tpr, where="post", label=f"{score} (AUC {tiny_auc.loc[score, 'AUC']:.3f})")
+axes[1].plot([0, 1], [0, 1], color="grey", ls="--", lw=0.8)
+axes[1].set(xlabel="false-positive rate (held-out texts flagged)", ylabel="true-positive rate (members flagged)",
+            title="ROC curves, known membership")
+axes[1].legend(fontsize=8)
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# With the truth known, the model side works, and not perfectly: mean loss separates trained from
+# held-out texts with AUC 0.825 [0.724, 0.908] and Min-20% Prob with 0.8975 [0.806, 0.968], far above
+# what random labels give (their middle 95% lies between about 0.36 and 0.64). Yet at a strict
+# threshold, one that flags none of the 20 held-out texts, mean loss finds only 43% of the trained
+# ones. The zlib ratio does worst here (0.6733 [0.546, 0.792]), for a reason that is not about
+# membership: the held-out texts are longer on average, a longer text has a longer compressed form,
+# and that alone lowers its ratio, making it look "seen".
+#
+# Note what the members and non-members share: the facts. A held-out text says "France is a country in
+# Europe, and its capital city is Paris"; TinyGPT trained on "The capital of France is Paris." The
+# scores separate the **wording** it trained on from new wording about the same facts. That is
+# verbatim membership, which is what they are built to detect; it is not "has this knowledge been
+# seen".
+#
+# ## 3. A real model: SmolLM2-135M-Instruct
+#
+# SmolLM2-135M was trained on 2 trillion tokens (its model card, `HuggingFaceTB/SmolLM2-135M-Instruct`
+# on the Hugging Face hub, lists FineWeb-Edu, DCLM, The Stack and new datasets Hugging Face filtered),
+# then tuned to follow instructions (supervised fine-tuning, then DPO on UltraFeedback). We score the
+# instruct model on plain text: what it shows of its pretraining text is what survived that tuning.
+# None of the corpus can be searched here, so we turn to the model side, with three groups of texts
+# from `data/contamination.json`:
+#
+# - **famous**: 12 public-domain or permissively licensed texts copied all over the web (the Gettysburg
+#   Address, the preamble of the US Constitution, the Zen of Python, the MIT License, openings of
+#   novels, a nursery rhyme): SmolLM2 very likely saw each of them, many times. *Very likely* is an
+#   assumption: we cannot check it;
+# - **paraphrase**: a close paraphrase of each, written for this course: the same content in other
+#   words;
+# - **fresh**: a text written for this course in the same genre and of about the same length as each
+#   famous text (a speech opening, a club's preamble, a list of aphorisms, a licence for recipes),
+#   with invented content. Written after SmolLM2's release, none of it can be in its training data.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+items = ec.load_contamination()
+print(Counter(t["group"] for t in items))
+print(pd.DataFrame([t for t in items if t["group"] == "famous"])[["id", "licence"]].to_string(index=False))
+
+# %% [markdown]
+# The model loads through `ec.load_smollm2` (lesson 13): the Q4_1 GGUF file installed by `make setup`,
+# dequantized once to float32 and cached, then wrapped as every evalcore model is. No BOS token is
+# added, so each text's first token is context and is not scored, the same for all three groups.
+
+# %% tags=["live"]
+# Load SmolLM2 and score all 36 texts in one pass: ec.membership_scores(smol, smol_tok, texts); defines: smol, smol_tok, smol_scores, group_of
+smol, smol_tok = ec.load_smollm2()
+smol_scores = ec.membership_scores(smol, smol_tok, [t["text"] for t in items], k=20)
+group_of = {g: [s for s, t in zip(smol_scores, items) if t["group"] == g] for g in ec.CONTAMINATION_GROUPS}
+print(smol.config.name, "|", sum(s["n_tokens"] for s in smol_scores), "scored tokens")
+
+# %% [markdown]
+# First, one triplet token by token: the Gettysburg Address, its paraphrase and its fresh counterpart.
+
+# %%
+triplet = {t["group"]: s for s, t in zip(smol_scores, items) if t["of"] == "gettysburg"}
+fig, ax = plt.subplots(figsize=(11, 3.8))
+for group, colour in zip(ec.CONTAMINATION_GROUPS, ["tab:red", "tab:blue", "tab:green"]):
+    nll = np.array(triplet[group]["token_nll"])
+    smooth = np.convolve(nll, np.ones(5) / 5, mode="valid")
+    ax.plot(nll, color=colour, alpha=0.25, lw=0.8)
+    ax.plot(np.arange(2, 2 + len(smooth)), smooth, color=colour, label=f"{group}: mean {nll.mean():.3g} nats")
+ax.set(xlabel="token position", ylabel="token loss (nats)", ylim=(0, 14),
+       title="SmolLM2 on the Gettysburg Address, its paraphrase and a fresh speech (faint: per token; bold: mean of 5)")
+ax.legend()
+plt.show()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+famous_tokens = [smol_tok.decode([i]) for i in smol_tok.encode(items[0]["text"])[1:]]
+print("first 25 scored tokens of the famous text, with their loss:")
+print(" ".join(f"{w.strip()}:{x:.2g}" for w, x in zip(famous_tokens[:25], triplet["famous"]["token_nll"][:25])))
+
+# %% [markdown]
+# The opening words cost as much as anywhere ("seven" 6.9 nats, "fathers" 8.5): SmolLM2 does not
+# recite the address from its first words. But from about the tenth token, "a new nation, conceived in
+# Liberty, and dedicated to the proposition that all men are created equal", the famous text drops to
+# losses near zero for stretches, and its mean (2.56 nats) ends a nat below the paraphrase's. A partial
+# memory, not a recitation. Now all 36 texts: the mean loss per text by group, and each famous text
+# joined to its paraphrase and its fresh counterpart.
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+for i, group in enumerate(ec.CONTAMINATION_GROUPS):
+    ys = [s["mean_loss"] for s in group_of[group]]
+    axes[0].scatter(np.full(len(ys), i) + np.linspace(-0.12, 0.12, len(ys)), ys, alpha=0.8)
+axes[0].set_xticks(range(3), ec.CONTAMINATION_GROUPS)
+axes[0].set(ylabel="mean token loss (nats)", title="SmolLM2: mean loss per text, by group")
+famous_ids = [t["id"] for t in items if t["group"] == "famous"]
+by_pair = {(t["of"], t["group"]): s["mean_loss"] for s, t in zip(smol_scores, items)}
+for fid in famous_ids:
+    axes[1].plot(range(3), [by_pair[fid, g] for g in ec.CONTAMINATION_GROUPS], marker="o", alpha=0.6)
+    axes[1].annotate(fid, (0, by_pair[fid, "famous"]), xytext=(-4, 0), textcoords="offset points",
+                     ha="right", va="center", fontsize=7)
+axes[1].set_xticks(range(3), ec.CONTAMINATION_GROUPS)
+axes[1].set_xlim(-0.9, 2.2)
+axes[1].set(title="each famous text with its paraphrase and fresh text")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The famous texts spread widely. A few are close to recited (the Declaration at 1.03 nats a token, the
+# MIT License, the preamble), while Moby-Dick's opening and The Raven cost as much as fresh text: a
+# model of 135 million parameters recites only some of what it very likely saw. Now the separation,
+# three ways, each with its interval.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+comparisons = {"famous vs fresh": ("famous", "fresh"), "famous vs paraphrase": ("famous", "paraphrase"),
+               "paraphrase vs fresh": ("paraphrase", "fresh")}
+smol_auc = pd.concat({name: auc_table(group_of[a], group_of[b]) for name, (a, b) in comparisons.items()})
+print(smol_auc[["AUC", "AUC 95% CI", "TPR at FPR < 5%", "TPR 95% CI", "p (permutation)"]].map(fmt).to_string())
+
+# %%
+loss_ff = smol_auc.loc[("famous vs fresh", "mean_loss")]
+assert loss_ff["AUC 95% CI"][0] > 0.5, loss_ff["AUC 95% CI"]  # famous texts are easier than fresh ones
+widths = [ci[1] - ci[0] for ci in smol_auc["AUC 95% CI"]]
+assert min(widths) > 0.25, widths  # 12 texts per group: every interval is wide
+assert smol_auc.loc[("paraphrase vs fresh", "mean_loss"), "AUC 95% CI"][0] > 0.5  # paraphrases look "seen" too
+
+# %% [markdown]
+# Mean loss puts a famous text below a fresh one 89% of the time (AUC 0.8889 [0.708, 1.0]); Min-20%
+# Prob does a little less well (0.8403 [0.632, 1.0]), the zlib ratio worse again. But look at the third
+# comparison: the **paraphrases**, which SmolLM2 never
+# saw word for word, also score as "more seen" than the fresh texts (mean loss AUC 0.8125
+# [0.618, 0.958]). Two things are mixed in every one of these numbers:
+#
+# - **familiar content**: a paraphrase of the Gettysburg Address is about a civil war, a nation, a
+#   battlefield, in an order the model knows; the model predicts it better even in new words;
+# - **easy text**: the fresh texts are full of invented names (Orla, Skerry Point, the Riverside
+#   Allotment Society), and a name the model has never seen is expensive whatever the membership.
+#
+# A paired view removes some of the second: each famous text against its own paraphrase, same content,
+# same length. Below, the difference in mean loss per pair, with a bootstrap interval over the 12 pairs.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+paired = {}
+for other in ("paraphrase", "fresh"):
+    diffs = [by_pair[fid, "famous"] - by_pair[fid, other] for fid in famous_ids]
+    paired[other] = {"mean difference (nats)": np.mean(diffs), "95% CI": list(ec.bootstrap_ci(diffs)),
+                     "pairs with famous lower": f"{sum(d < 0 for d in diffs)} of {len(diffs)}"}
+    print(f"famous minus {other:10}: {np.mean(diffs):.4g} nats [{paired[other]['95% CI'][0]:.3g}, "
+          f"{paired[other]['95% CI'][1]:.3g}], famous lower in {paired[other]['pairs with famous lower']}")
+
+# %%
+assert paired["paraphrase"]["95% CI"][1] < 0 and paired["fresh"]["95% CI"][1] < 0
+assert paired["fresh"]["mean difference (nats)"] < paired["paraphrase"]["mean difference (nats)"]
+
+# %% [markdown]
+# Paired, a famous text costs 0.8931 nats a token less than its own paraphrase on average
+# [-1.58, -0.284], and less in 9 of 12 pairs; against its fresh counterpart the gap is 1.36 nats
+# [-1.97, -0.743], 11 of 12. The paraphrase carries the same content, so the first gap is the part
+# that comes with the exact wording: the membership signal proper, about two thirds of the whole gap.
+#
+# ### The data side on the same texts
+#
+# If the famous texts were a benchmark and the paraphrases were what leaked into training, would a
+# verbatim check catch it? Take the famous texts as the "test set" and the paraphrases as the
+# "corpus".
+
+# %%
+# NBVAL_CHECK_OUTPUT
+famous_texts = [t["text"] for t in items if t["group"] == "famous"]
+para_texts = [t["text"] for t in items if t["group"] == "paraphrase"]
+for n, min_share in [(13, None), (8, None), (8, 0.7)]:
+    recs = ec.ngram_overlap(famous_texts, para_texts, n=n, min_share=min_share)
+    rule = "any n-gram" if min_share is None else f"share >= {min_share}"
+    print(f"n = {n:2}, {rule:13}: {sum(bool(r['contaminated']) for r in recs)} of 12 famous texts flagged; "
+          f"largest share {max(r['share'] for r in recs):.3g}")
+
+# %%
+palm_flags = sum(bool(r["contaminated"]) for r in ec.ngram_overlap(famous_texts, para_texts, n=8, min_share=0.7))
+assert palm_flags == 0, f"expected PaLM's rule to flag no famous text against the paraphrases, got {palm_flags}"
+
+# %% [markdown]
+# One famous text in 12 is flagged by the "any 8-gram" rule, through a name the paraphrase keeps ("this
+# Constitution for the United States of America"); no 13-gram is shared; PaLM's 70% rule flags none.
+# Paraphrased contamination evades verbatim tests, by construction. And the model side could not tell
+# us either: a model trained on the paraphrases would score the originals as easier, exactly as
+# SmolLM2 scores the paraphrases of texts it did see.
+#
+# ### What this can and cannot show
+#
+# - **A low loss is evidence, not proof.** Text can be easy because it is predictable, common in
+#   style, short on names, or because the model knows its content. Only the paired comparison (same
+#   content, other words) isolates the wording, and even that assumes the paraphrase is not harder in
+#   itself: ours sometimes choose rarer words ("forefathers", "Eighty-seven years back"), which alone
+#   raises their loss.
+# - **A high loss is not proof of absence either.** Moby-Dick's opening is almost certainly in
+#   SmolLM2's training data, and costs as much as a fresh text: a small model forgets what it saw a few
+#   times.
+# - **Paraphrased contamination evades verbatim tests**, on the data side (the n-gram rules above) and
+#   on the model side (a paraphrase scores between famous and fresh).
+# - **With a few dozen texts the intervals are wide.** The AUC intervals here are 0.29 to 0.5 wide, and
+#   with 12 non-members the lowest false-positive rate we can resolve is 1/12, so "TPR at FPR < 5%"
+#   means "at no false positive at all". Papers report TPR at 0.1% FPR on thousands of texts.
+# - **The groups differ in more than membership.** Studies that drew members and non-members from the
+#   same distribution (Duan et al., "Do Membership Inference Attacks Work on Large Language Models?",
+#   2024; Maini et al., "LLM Dataset Inference", 2024) report that these scores then do little better
+#   than chance, and that high AUCs on benchmarks built from older against newer text come partly from
+#   that shift. Our fresh texts are newer and full of invented names: the same caveat applies to the
+#   AUCs above.
+#
+# ## 4. What a practitioner does
+#
+# - **When the training corpus is known, check overlap**, at an n that can check your texts (13-grams
+#   cannot check a short question), and check the answers, not only the questions.
+# - **When it is not, use the model side**, paired where you can (the test item against a paraphrase
+#   of itself), and read it as evidence, with its interval.
+# - **Report the check next to the score**: the method, the n, the rule, how many items it could check
+#   and how many it flagged. A score with "no contamination found" means little unless the check could
+#   have found it.
+# - **Keep a private, fresh test set.** Lesson 06's reserved cases are exactly that: written for the
+#   course, frozen before the model was scored, never published with answers. Against TinyGPT's
+#   training text they share nothing:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+task06 = ec.load_notices()
+reserved_06 = [c["question"] for c in task06["cases"] if c["split"] == "reserved"]
+notice_check = ec.ngram_overlap(list(task06["notices"].values()) + reserved_06, training_texts, n=5)
+em_result = ec.with_interval(ec.exact_match_eval(model, tok, fx["em"]))
+report_entry = {
+    "eval": "exact_match", "value": em_result.value, "ci95": em_result.extras["ci95"],
+    "contamination_check": {
+        "method": "word 8-grams, lm-evaluation-harness normalisation, against the full training text",
+        "checkable": int(overlap_table.query("n == 8 and fixture == 'em'")["checkable"].iloc[0]),
+        "flagged": int(overlap_table.query("n == 8 and fixture == 'em'")["any n-gram found"].iloc[0]),
+        "answers_in_training": f"{answers_seen['em']} of {len(fx['em'])}",
+    },
+}
+print(report_entry)
+print(f"lesson 06's notices and reserved questions sharing a 5-gram with TinyGPT's training text: "
+      f"{sum(bool(r['contaminated']) for r in notice_check)} of {len(notice_check)}")
+
+# %%
+assert not any(r["contaminated"] for r in notice_check)
+
+# %% [markdown]
+# The report entry says what the headline 0.30 is: 2 of 20 questions could be checked at 8 words, none
+# was flagged, and all 20 answers are in the training text. A reader now knows that this number
+# measures recall of trained facts, which is all the fixture can measure.
+#
+# ## Summary
+#
+# **What the lesson established**
+# - TinyGPT's training text is known exactly (`ec.tinygpt_training_texts`: 732 distinct texts). Under
+#   the GPT-3 rule (any shared 13-gram) none of its 60 fixture questions can even be checked, and none
+#   of the 7 checkable perplexity texts is flagged; at 8-grams one judge question is. Yet all 20
+#   exact-match answers and 17 of 20 judge answers occur in the training text: the fixtures are held
+#   out in wording, not in content, so every TinyGPT score in the course measures recall of trained
+#   facts under new wording.
+# - Where membership is known (60 trained statements against 20 held-out texts), mean token loss
+#   separates them with AUC 0.825 [0.724, 0.908], Min-20% Prob with 0.8975 [0.806, 0.968], the zlib
+#   ratio with 0.6733 [0.546, 0.792] (hurt by a length difference between the groups); chance gives
+#   0.36 to 0.64. At no false positive, mean loss flags 43% of the members.
+# - On SmolLM2, famous texts score as more seen than fresh ones (mean loss AUC 0.8889 [0.708, 1.0],
+#   Min-20% Prob 0.8403 [0.632, 1.0]); so do paraphrases (0.8125 [0.618, 0.958]), which SmolLM2 never
+#   saw word for word. Paired against its own paraphrase, a famous text costs 0.8931 nats a token less
+#   [-1.58, -0.284] (9 of 12 pairs), about two thirds of its gap to fresh text (1.36 nats).
+# - Verbatim n-gram rules miss paraphrases: PaLM's rule flags none of the 12 famous texts against their
+#   paraphrases, and "any 8-gram" flags one, through a proper name.
+#
+# **Not established here.** Whether SmolLM2 trained on any particular text: we assumed the famous texts
+# were in its data and cannot check it. How these scores do on a real benchmark with members and
+# non-members from one distribution: 12 texts per group show mechanisms and give intervals 0.29 to 0.5
+# wide.
+# Whether contamination *raised a score*: that needs the same model scored on clean and contaminated
+# items of equal difficulty, which neither model here allows.
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has one code cell. Write your code where the stub says, then run the cell: its last
+# lines check your answer.
+
+# %% [markdown]
+# ### Exercise 1: PaLM's share by hand
+#
+# Take the judge question `fx["judge"][0][0]` and TinyGPT's `training_texts`. Compute by hand the share
+# of the question's word 5-grams that occur in any training text: normalise with `ec.normalise_ngram`,
+# split on whitespace, build the set of every training 5-gram (never across two texts), and count.
+# Store it in `share_by_hand`.
+#
+# *Hint:* `tuple(words[i:i + 5]) for i in range(len(words) - 4)` lists a text's 5-grams.
+
+# %%
+# Exercise 1: store the share of the first judge question's word 5-grams found in TinyGPT's
+#   training text in `share_by_hand`.
+### BEGIN SOLUTION
+def five_grams(text):
+    words = ec.normalise_ngram(text).split()
+    return [tuple(words[i:i + 5]) for i in range(len(words) - 4)]
+
+
+corpus_grams = {g for t in training_texts for g in five_grams(t)}
+question_grams = five_grams(fx["judge"][0][0])
+share_by_hand = sum(g in corpus_grams for g in question_grams) / len(question_grams)
+print(fx["judge"][0][0], "->", share_by_hand)
+### END SOLUTION
+expected_share = ec.ngram_overlap([fx["judge"][0][0]], training_texts, n=5)[0]["share"]
+assert abs(share_by_hand - expected_share) < 1e-12, \
+    f"expected the share of the question's 5-grams found in the training text; got {share_by_hand!r}"
+print("Exercise 1: check passed.")
+
+# %% [markdown]
+# ### Exercise 2: Min-K% Prob at another k
+#
+# The token losses of every SmolLM2 text are in `smol_scores` (key `"token_nll"`), so another k needs
+# no new forward pass. Compute Min-40% Prob for each text, then the AUC of famous against fresh texts
+# with `ec.membership_auc`, and store the AUC in `auc_k40`. Is k = 40 better or worse than k = 20 here,
+# and is the difference bigger than the intervals?
+
+# %%
+# Exercise 2: store the AUC of Min-40% Prob, famous texts against fresh ones, in `auc_k40`.
+### BEGIN SOLUTION
+min40 = {g: [ec.min_k_prob(s["token_nll"], k=40) for s in group_of[g]] for g in ("famous", "fresh")}
+result_k40 = ec.membership_auc(min40["famous"], min40["fresh"], higher_is_member=True)
+auc_k40 = result_k40["auc"]
+print(f"Min-40% Prob AUC {auc_k40:.4g} {[round(x, 3) for x in result_k40['ci95']]}; "
+      f"Min-20%: {smol_auc.loc[('famous vs fresh', 'min_k_prob'), 'AUC']:.4g}")
+### END SOLUTION
+check_fam = [-np.mean(sorted(s["token_nll"], reverse=True)[: len(s["token_nll"]) * 40 // 100]) for s in group_of["famous"]]
+check_fre = [-np.mean(sorted(s["token_nll"], reverse=True)[: len(s["token_nll"]) * 40 // 100]) for s in group_of["fresh"]]
+expected_auc = np.mean([(a > b) + 0.5 * (a == b) for a in check_fam for b in check_fre])
+assert abs(auc_k40 - expected_auc) < 1e-12, f"expected the famous-vs-fresh AUC of Min-40% Prob; got {auc_k40!r}"
+print("Exercise 2: check passed.")
+
+# %% [markdown] tags=["solution"]
+# Min-40% Prob averages more tokens, so it moves toward the plain mean loss; here its AUC lies between
+# Min-20% Prob's and mean loss's. The differences between k values are a few hundredths, and the
+# intervals are 0.32 to 0.37 wide: with 12 texts per group, nothing here can choose k. Shi et al. chose k
+# on WikiMIA with hundreds of texts, and even there the best k varies with the model.
+
+# %% [markdown]
+# ### Exercise 3: Are the training questions members too?
+#
+# TinyGPT also trained on questions: every training question in each of its framings. Score the
+# question framings in `training_texts` that end in "?" (members) and the 60 fixture questions of the
+# exact-match, F1 and judge fixtures (non-members) with `ec.membership_scores`, and compute the AUC of
+# mean token loss with `ec.membership_auc`. Store the whole result dict in `question_auc`. Compare it
+# with the statements' AUC: which is easier to detect, and why might that be?
+
+# %%
+# Exercise 3: store ec.membership_auc's result for mean token loss, trained question framings
+#   against the fixture questions, in `question_auc`.
+### BEGIN SOLUTION
+trained_questions = [t for t in training_texts if t.endswith("?")]
+fixture_questions = [q for name in ("em", "f1", "judge") for q, _ in fx[name]]
+q_members = ec.membership_scores(model, tok, trained_questions)
+q_nonmembers = ec.membership_scores(model, tok, fixture_questions)
+member_losses = [s["mean_loss"] for s in q_members]
+question_auc = ec.membership_auc(member_losses, [s["mean_loss"] for s in q_nonmembers], higher_is_member=False)
+print(len(trained_questions), "trained,", len(fixture_questions), "held out:",
+      f"AUC {question_auc['auc']:.4g} {[round(x, 3) for x in question_auc['ci95']]}")
+### END SOLUTION
+assert isinstance(question_auc, dict) and {"auc", "ci95", "n_members"} <= set(question_auc), \
+    f"expected the dict ec.membership_auc returns; got {type(question_auc).__name__}"
+n_trained = sum(t.endswith("?") for t in training_texts)
+assert (question_auc["n_members"], question_auc["n_nonmembers"]) == (n_trained, 60), \
+    f"expected {n_trained} trained questions and 60 fixture questions; got {question_auc['n_members']} and {question_auc['n_nonmembers']}"
+assert question_auc["higher_is_member"] is False, "expected mean token loss's direction: a lower loss means more likely seen"
+print("Exercise 3: check passed.")
+
+# %% [markdown] tags=["solution"]
+# The 338 trained question framings separate from the 60 fixture questions about as well as the
+# statements did (AUC 0.811 [0.748, 0.872] against 0.825 [0.724, 0.908]): no difference these
+# intervals can show. The interval is narrower, but do not trust that: each training question appears
+# in up to six framings ("Question: ...", lowercased, without its question mark), near-copies of
+# each other, so the 338 members are far from 338 independent texts, and a bootstrap that treats them
+# as independent is too narrow (`ec.membership_auc` resamples texts). Resampling whole questions, a
+# cluster bootstrap as lesson 06 does over notices, would be honest here.
+
+# %% [markdown]
+# ### Exercise 4: The lowest false-positive rate 12 texts can show
+#
+# With 12 fresh texts as non-members, a threshold flags 0, 1, 2, ... of them: false-positive rates of
+# 0, 1/12, 2/12, ... So "TPR at FPR < 5%" is the TPR at zero false positives. Compute it by hand for
+# SmolLM2's mean loss, famous against fresh: the share of famous texts whose mean loss is below every
+# fresh text's. Store it in `tpr_zero_fp`.
+
+# %%
+# Exercise 4: store the share of famous texts whose mean loss is below every fresh text's in
+#   `tpr_zero_fp`.
+### BEGIN SOLUTION
+lowest_fresh = min(s["mean_loss"] for s in group_of["fresh"])
+tpr_zero_fp = np.mean([s["mean_loss"] < lowest_fresh for s in group_of["famous"]])
+print(f"{tpr_zero_fp:.4g} of the famous texts lie below the easiest fresh text ({lowest_fresh:.4g} nats)")
+### END SOLUTION
+expected_tpr = ec.tpr_at_fpr([s["mean_loss"] for s in group_of["famous"]], [s["mean_loss"] for s in group_of["fresh"]],
+                             fpr=1 / 12, higher_is_member=False)
+assert abs(tpr_zero_fp - expected_tpr) < 1e-12, \
+    f"expected the share of famous texts flagged with no fresh text flagged; got {tpr_zero_fp!r}"
+print("Exercise 4: check passed.")

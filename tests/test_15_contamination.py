@@ -1,0 +1,395 @@
+"""Lesson 15 (notebooks/15_contamination.ipynb): n-gram overlap, membership scores and their AUC."""
+
+import codecs
+import contextlib
+import io
+import json
+import math
+import random
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score, roc_curve
+
+import evalcore as ec
+
+# --- the data side: normalisation and n-gram overlap ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Don't STOP!", "dont stop"),
+        ("Paris.It is", "parisit is"),  # punctuation is deleted, not turned into a space
+        ("x = (a+b)/2;", "x  ab2"),
+        ("Éclair À", "Éclair À"),  # the Janitor lowercases ASCII letters only
+        ("two\nlines\tand  tabs", "two\nlines\tand  tabs"),
+    ],
+)
+def test_normalise_ngram_follows_the_harness_janitor(text, expected):
+    assert ec.normalise_ngram(text) == expected
+
+
+def test_normalise_ngram_refuses_a_non_string():
+    with pytest.raises(ValueError, match="text must be a str"):
+        ec.normalise_ngram(b"bytes")
+
+
+def test_ngram_overlap_by_hand():
+    corpus = ["A cat sat on the mat today.", "Dogs bark."]
+    [rec] = ec.ngram_overlap(["The cat sat on the mat"], corpus, n=3)
+    # test 3-grams: the cat sat / cat sat on / sat on the / on the mat; the first is not in corpus
+    assert (rec["n_words"], rec["n_ngrams"], rec["n_found"]) == (6, 4, 3)
+    assert rec["share"] == 0.75 and rec["contaminated"] is True
+    assert rec["found"] == ["cat sat on", "sat on the", "on the mat"]
+    [palm] = ec.ngram_overlap(["The cat sat on the mat"], corpus, n=3, min_share=0.7)
+    assert palm["contaminated"] is True
+    [strict] = ec.ngram_overlap(["The cat sat on the mat"], corpus, n=3, min_share=0.8)
+    assert strict["contaminated"] is False and strict["share"] == 0.75
+
+
+def test_ngram_overlap_counts_repeated_ngrams_where_they_occur():
+    [rec] = ec.ngram_overlap(["a b a b a c"], ["x a b y"], n=2)
+    # 2-grams by position: ab ba ab ba ac; "ab" (twice) is in the corpus
+    assert (rec["n_ngrams"], rec["n_found"], rec["share"]) == (5, 2, 0.4)
+    assert rec["found"] == ["a b"]
+
+
+def test_ngram_overlap_never_crosses_the_end_of_a_text():
+    [rec] = ec.ngram_overlap(["the cat sat"], ["x the cat", "sat y"], n=3)
+    assert rec["n_found"] == 0 and rec["contaminated"] is False
+    [joined] = ec.ngram_overlap(["the cat sat"], ["x the cat sat y"], n=3)
+    assert joined["contaminated"] is True
+
+
+def test_a_text_shorter_than_n_is_not_checkable():
+    recs = ec.ngram_overlap(["too short", "long enough here"], ["too short", "long enough"], n=3)
+    assert recs[0]["n_ngrams"] == 0 and recs[0]["share"] is None
+    assert recs[0]["contaminated"] is None  # neither clean nor contaminated: not checked
+    assert recs[1]["share"] == 0.0 and recs[1]["contaminated"] is False
+
+
+def naive_overlap(test_texts, corpus_texts, n):
+    """The exact definition, with Python sets of word tuples."""
+    corpus = set()
+    for t in corpus_texts:
+        w = ec.normalise_ngram(t).split()
+        corpus |= {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+    out = []
+    for t in test_texts:
+        w = ec.normalise_ngram(t).split()
+        grams = [tuple(w[i : i + n]) for i in range(len(w) - n + 1)]
+        out.append(sum(g in corpus for g in grams) / len(grams) if grams else None)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 13])
+def test_ngram_overlap_agrees_with_an_exact_set_of_tuples(n):
+    rng = random.Random(n)
+    vocab = [f"w{i}" for i in range(12)]  # a small vocabulary: many partial matches
+
+    def text(k):
+        return " ".join(rng.choice(vocab) for _ in range(k))
+
+    corpus = [text(rng.randint(0, 60)) for _ in range(40)]
+    tests = [text(rng.randint(0, 30)) for _ in range(60)] + corpus[:5]
+    shares = [r["share"] for r in ec.ngram_overlap(tests, corpus, n=n)]
+    assert shares == naive_overlap(tests, corpus, n)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(test_texts=[]), "test_texts must be a non-empty list"),
+        (dict(corpus_texts=["a", 3]), r"corpus_texts\[1\] must be a str"),
+        (dict(n=0), "n must be an int >= 1"),
+        (dict(n=2.0), "n must be an int >= 1"),
+        (dict(min_share=0), r"min_share must be a finite number in \(0, 1\]"),
+        (dict(min_share=1.5), r"min_share must be a finite number in \(0, 1\]"),
+        (dict(min_share=math.nan), "min_share must be a finite number"),
+    ],
+)
+def test_ngram_overlap_refuses_bad_arguments(kwargs, match):
+    args = dict(test_texts=["a b c"], corpus_texts=["a b c"], n=2) | kwargs
+    with pytest.raises(ValueError, match=match):
+        ec.ngram_overlap(**args)
+
+
+# --- the model side: the three membership scores ------------------------------------------------
+
+
+def test_mean_token_loss_and_zlib_ratio_by_hand():
+    assert ec.mean_token_loss([1.0, 2.0, 3.0]) == 2.0
+    assert ec.mean_token_loss(torch.tensor([0.5])) == 0.5
+    # zlib.compress(b"abc") is 11 bytes: a 2-byte header, 5 bytes of deflate, a 4-byte checksum
+    assert len(zlib.compress(b"abc")) == 11
+    assert ec.zlib_ratio("abc", [1.0, 2.0, 3.0]) == 2.0 / 11
+    # a repetitive text compresses well, so the same loss weighs more per compressed byte
+    assert ec.zlib_ratio("ab" * 50, [1.0]) > ec.zlib_ratio("the quick brown fox jumps", [1.0])
+    # UTF-8 bytes: "é" is two of them
+    assert ec.zlib_ratio("é", [1.0]) == 1.0 / len(zlib.compress("é".encode()))
+
+
+def test_min_k_prob_by_hand():
+    losses = [0.1, 2.0, 0.5, 3.0, 1.0]  # log-probabilities -0.1, -2, -0.5, -3, -1
+    assert ec.min_k_prob(losses, k=20) == -3.0  # floor(5 * 0.2) = 1 token: the least likely
+    assert ec.min_k_prob(losses, k=40) == -2.5  # 2 tokens: -3 and -2
+    assert ec.min_k_prob(losses, k=59.9) == -2.5  # floor(2.995) = 2
+    assert ec.min_k_prob(losses, k=60) == pytest.approx(-2.0, abs=1e-15)  # -3, -2, -1
+    assert ec.min_k_prob(losses, k=100) == pytest.approx(-ec.mean_token_loss(losses), abs=1e-15)
+    with pytest.raises(ValueError, match="k=10% of 5 tokens is no token at all"):
+        ec.min_k_prob(losses, k=10)
+
+
+def test_min_k_count_is_exact_where_float_products_round_down():
+    assert int(100 * 0.57) == 56  # the float product a direct int() would floor
+    assert ec.min_k_count(100, 57) == 57 and ec.min_k_count(100, 0.57) == 0
+    assert ec.min_k_count(29, 20) == 5 and ec.min_k_count(30, 20) == 6
+    for bad in (0, -5, 101, math.inf, True):
+        with pytest.raises(ValueError, match="k must be"):
+            ec.min_k_count(10, bad)
+    with pytest.raises(ValueError, match="n_tokens must be"):
+        ec.min_k_count(0, 20)
+
+
+@pytest.mark.parametrize("ratio", [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+def test_min_k_prob_is_the_negative_of_detect_pretrain_codes_score(ratio):
+    """detect-pretrain-code (swj0419/detect-pretrain-code, src/run.py) computes, from the token
+    log-probabilities all_prob: -np.mean(np.sort(all_prob)[:int(len(all_prob) * ratio)])."""
+    rng = np.random.default_rng(int(ratio * 100))
+    for n_tokens in (20, 37, 64):
+        losses = rng.exponential(2.0, n_tokens)
+        all_prob = list(-losses)
+        k_length = int(len(all_prob) * ratio)
+        theirs = -np.mean(np.sort(all_prob)[:k_length]).item()
+        assert ec.min_k_count(n_tokens, ratio * 100) == k_length
+        assert ec.min_k_prob(losses.tolist(), k=ratio * 100) == pytest.approx(-theirs, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "bad", [[], [1.0, math.nan], [math.inf], [-0.1], "abc", [[1.0], [2.0, 3.0]]]
+)
+def test_scores_refuse_bad_token_losses(bad):
+    for fn in (ec.mean_token_loss, lambda x: ec.zlib_ratio("text", x), ec.min_k_prob):
+        with pytest.raises(ValueError, match="token_nll must be"):
+            fn(bad)
+
+
+# --- separating members from non-members: AUC, TPR at low FPR, intervals --------------------------
+
+
+def test_membership_auc_by_hand():
+    # pairs (member, non-member): 3>1, 3>2, 2>1, 2=2 -> (1 + 1 + 1 + 0.5) / 4
+    r = ec.membership_auc([3.0, 2.0], [1.0, 2.0])
+    assert r["auc"] == 0.875
+    assert (r["n_members"], r["n_nonmembers"]) == (2, 2)
+    # a loss-like score: lower means member, so the same numbers separate the other way
+    assert ec.membership_auc([3.0, 2.0], [1.0, 2.0], higher_is_member=False)["auc"] == 0.125
+
+
+def test_membership_auc_agrees_with_scikit_learn():
+    rng = np.random.default_rng(0)
+    for m, n in [(5, 7), (30, 20), (60, 20)]:
+        members = rng.integers(0, 6, m).astype(float)  # few values: many ties
+        nonmembers = rng.integers(0, 5, n).astype(float)
+        labels = [1] * m + [0] * n
+        expected = roc_auc_score(labels, np.concatenate([members, nonmembers]))
+        got = ec.membership_auc(members.tolist(), nonmembers.tolist(), n_resamples=10)["auc"]
+        assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_weighted_auc_agrees_with_scikit_learns_sample_weight():
+    """One bootstrap resample is the AUC with each text weighted by how often it was drawn."""
+    rng = np.random.default_rng(1)
+    members, nonmembers = rng.normal(1, 1, 9), rng.normal(0, 1, 6)
+    w_m = ec.bootstrap_weights(9, n_resamples=5, seed=3)
+    w_n = ec.bootstrap_weights(6, n_resamples=5, seed=4)
+    wins = ec._pair_wins(torch.tensor(members), torch.tensor(nonmembers))
+    aucs = ec._weighted_auc(wins, w_m, w_n)
+    for r in range(5):
+        expected = roc_auc_score(
+            [1] * 9 + [0] * 6,
+            np.concatenate([members, nonmembers]),
+            sample_weight=np.concatenate([w_m[r].numpy(), w_n[r].numpy()]),
+        )
+        assert aucs[r].item() == pytest.approx(expected, abs=1e-12)
+
+
+def sklearn_tpr_at_fpr(members, nonmembers, fpr, drop_intermediate=False):
+    """detect-pretrain-code's src/eval.py reads TPR at low FPR off scikit-learn's ROC curve as
+    tpr[np.where(fpr < .05)[0][-1]] (there with roc_curve's default drop_intermediate=True)."""
+    fprs, tprs, _ = roc_curve(
+        [1] * len(members) + [0] * len(nonmembers),
+        [*members, *nonmembers],
+        drop_intermediate=drop_intermediate,
+    )
+    return tprs[np.where(fprs < fpr)[0][-1]]
+
+
+def test_tpr_at_fpr_by_hand():
+    members, nonmembers = [5.0, 4.0, 3.0, 1.0], [2.0, 0.0]
+    # FPR below 0.5 means no non-member flagged: threshold above 2, so 5, 4, 3 are flagged
+    assert ec.tpr_at_fpr(members, nonmembers, fpr=0.5) == 0.75
+    # below 0.51, FPR 1/2 is allowed: threshold 1 flags non-member 2 and every member
+    assert ec.tpr_at_fpr(members, nonmembers, fpr=0.51) == 1.0
+    assert ec.tpr_at_fpr(members, nonmembers, fpr=0.5) == 0.75  # strictly below: 1/2 is not
+    # a member tied with the highest non-member cannot be flagged without it
+    assert ec.tpr_at_fpr([2.0, 3.0], [2.0, 0.0], fpr=0.1) == 0.5
+    assert ec.tpr_at_fpr([1.0], [2.0], fpr=0.5) == 0.0
+
+
+def test_tpr_at_fpr_agrees_with_the_roc_curve_reading():
+    rng = np.random.default_rng(2)
+    for trial in range(20):
+        m, n = rng.integers(2, 40, 2)
+        members = rng.normal(0.8, 1, m).round(1)  # rounded: ties across groups
+        nonmembers = rng.normal(0, 1, n).round(1)
+        for fpr in (0.01, 0.05, 0.1, 0.3):
+            expected = sklearn_tpr_at_fpr(members, nonmembers, fpr)
+            got = ec.tpr_at_fpr(members.tolist(), nonmembers.tolist(), fpr=fpr)
+            assert got == pytest.approx(expected, abs=1e-12), (trial, fpr)
+            flipped = ec.tpr_at_fpr((-members).tolist(), (-nonmembers).tolist(), fpr, False)
+            assert flipped == pytest.approx(expected, abs=1e-12)
+
+
+def test_tpr_at_fpr_keeps_the_points_scikit_learn_drops_by_default():
+    """With ties across the groups the ROC curve has diagonal stretches; roc_curve's default
+    drop_intermediate=True drops the points in the middle of one, and the reading above then
+    falls back to an earlier point. Here thresholds 3, 2, 1 give (FPR, TPR) (0, 1/3), (1/3, 2/3),
+    (2/3, 1): the middle one, the best below FPR 1/2, lies on a straight line and is dropped."""
+    members, nonmembers = [3.0, 2.0, 1.0], [2.0, 1.0, 0.0]
+    assert ec.tpr_at_fpr(members, nonmembers, fpr=0.5) == pytest.approx(2 / 3, abs=1e-15)
+    assert sklearn_tpr_at_fpr(members, nonmembers, 0.5) == pytest.approx(2 / 3, abs=1e-15)
+    assert sklearn_tpr_at_fpr(members, nonmembers, 0.5, drop_intermediate=True) == 1 / 3
+
+
+def test_membership_auc_intervals():
+    rng = np.random.default_rng(3)
+    members, nonmembers = rng.normal(1, 1, 25).tolist(), rng.normal(0, 1, 20).tolist()
+    r = ec.membership_auc(members, nonmembers)
+    assert r["ci95"][0] < r["auc"] < r["ci95"][1]
+    assert r["tpr_ci95"][0] <= r["tpr_at_fpr"] <= r["tpr_ci95"][1]
+    assert r == ec.membership_auc(members, nonmembers)  # seeded: the same every time
+    assert r["ci95"] != ec.membership_auc(members, nonmembers, seed=1)["ci95"]
+    # the null: random labels give AUCs around 1/2, and this separation is far outside them
+    assert r["null95"][0] < 0.5 < r["null95"][1] and r["auc"] > r["null95"][1]
+    assert r["p_value"] < 0.01
+    one = ec.membership_auc([1.0], [0.0, 0.5])
+    assert one["auc"] == 1.0 and one["ci95"] is None and one["tpr_ci95"] is None
+
+
+def test_membership_auc_permutation_p_value_matches_the_exact_one():
+    """Three members above three non-members: of the C(6, 3) = 20 equally likely labellings, one
+    separates as well, so the exact one-sided p-value is 1/20."""
+    r = ec.membership_auc([4.0, 5.0, 6.0], [1.0, 2.0, 3.0], n_resamples=20000)
+    assert r["auc"] == 1.0 and r["ci95"] == [1.0, 1.0]  # no resample can break a perfect split
+    assert abs(r["p_value"] - 1 / math.comb(6, 3)) < 0.005
+    # no separation at all: the observed AUC is the null's centre
+    flat = ec.membership_auc([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], n_resamples=20000)
+    assert flat["auc"] == 0.5 and flat["p_value"] > 0.5
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(scores_members=[]), "scores_members must be a non-empty list"),
+        (dict(scores_nonmembers=[0.1, math.nan]), "scores_nonmembers must be a non-empty"),
+        (dict(scores_members=["a"]), "scores_members must be a list of numbers"),
+        (dict(fpr=0), r"fpr must be a finite number in \(0, 1\]"),
+        (dict(fpr=1.5), r"fpr must be a finite number in \(0, 1\]"),
+        (dict(n_resamples=0), "n_resamples must be an int >= 1"),
+    ],
+)
+def test_membership_auc_refuses_bad_arguments(kwargs, match):
+    args = dict(scores_members=[1.0, 2.0], scores_nonmembers=[0.0, 1.0]) | kwargs
+    with pytest.raises(ValueError, match=match):
+        ec.membership_auc(**args)
+
+
+# --- on a model: TinyGPT, whose training text is known exactly ------------------------------------
+
+
+def test_tinygpt_training_texts_are_the_training_sequences_cut_at_specials(tok):
+    texts = ec.tinygpt_training_texts(tok)
+    train = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
+    assert len(texts) == len(set(texts))
+    assert {s + " " for s in train["statements"]} <= set(texts)  # each followed by a space
+    assert {a for _, a in train["qa"]} <= set(texts)
+    assert {f for q, _ in train["qa"] for f in ec.question_framings(q)} <= set(texts)
+    rebuilt = "".join(tok.decode(seq) for seq in ec.training_sequences(tok))  # specials dropped
+    assert set("".join(texts)) <= set(rebuilt)
+    assert all(t in rebuilt for t in texts)
+
+
+def test_membership_scores_on_a_model(trained_model, tok):
+    texts = ["The capital of France is Paris.", "Owls hunt at night and sleep by day."]
+    records = ec.membership_scores(trained_model, tok, texts, k=20)
+    assert [r["text"] for r in records] == texts
+    for text, r in zip(texts, records):
+        # an independent float64 computation from the model's logits
+        ids = torch.tensor([tok.encode(text)])
+        with torch.no_grad():
+            logp = torch.log_softmax(trained_model(ids[:, :-1]).double(), -1)
+        nll = -logp[0].gather(-1, ids[0, 1:, None])[:, 0]
+        assert r["n_tokens"] == len(text.encode()) - 1
+        assert r["mean_loss"] == pytest.approx(float(nll.mean()), rel=1e-6)
+        assert r["zlib_ratio"] == pytest.approx(
+            float(nll.mean()) / len(zlib.compress(text.encode())), rel=1e-6
+        )
+        k_count = math.floor(len(nll) * 0.2)
+        assert r["min_k_prob"] == pytest.approx(-float(nll.sort().values[-k_count:].mean()), 1e-6)
+    with pytest.raises(ValueError, match=r"texts\[1\] has fewer than 2 tokens"):
+        ec.membership_scores(trained_model, tok, ["long enough", "x"])
+
+
+# --- the data file ------------------------------------------------------------------------------
+
+
+def test_contamination_texts_are_paired_and_sourced():
+    texts = ec.load_contamination()
+    by_group = {g: [t for t in texts if t["group"] == g] for g in ec.CONTAMINATION_GROUPS}
+    assert [len(v) for v in by_group.values()] == [12, 12, 12]
+    famous = {t["id"] for t in by_group["famous"]}
+    for group in ("paraphrase", "fresh"):
+        assert sorted(t["of"] for t in by_group[group]) == sorted(famous)
+        assert all("written for this course" in t["source"] for t in by_group[group])
+    for t in by_group["famous"]:
+        assert t["source"] and t["licence"] and "written for this course" not in t["source"]
+        assert any(w in t["licence"] for w in ("public domain", "PSF-2.0", "licence text"))
+    assert len({t["id"] for t in texts}) == 36
+
+
+def test_zen_of_python_is_the_standard_librarys_text():
+    with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the whole Zen
+        import this
+    zen = codecs.decode(this.s, "rot13").split("\n")
+    [item] = [t for t in ec.load_contamination() if t["id"] == "zen_of_python"]
+    assert item["text"] == "\n".join(zen[2:13])
+
+
+def test_paraphrases_and_fresh_texts_share_almost_no_long_ngram_with_the_famous_texts():
+    texts = ec.load_contamination()
+    famous = [t["text"] for t in texts if t["group"] == "famous"]
+    group = {g: [t for t in texts if t["group"] == g] for g in ("paraphrase", "fresh")}
+    para = ec.ngram_overlap([t["text"] for t in group["paraphrase"]], famous, n=8)
+    # one 8-gram, a name the paraphrase keeps: "this constitution for the united states of america"
+    assert [t["id"] for t, r in zip(group["paraphrase"], para) if r["contaminated"]] == [
+        "preamble_paraphrase"
+    ]
+    palm = ec.ngram_overlap([t["text"] for t in group["paraphrase"]], famous, n=8, min_share=0.7)
+    assert not any(r["contaminated"] for r in palm)
+    fresh = ec.ngram_overlap([t["text"] for t in group["fresh"]], famous, n=5)
+    assert not any(r["contaminated"] for r in fresh)
+
+
+def test_load_contamination_refuses_a_malformed_file(tmp_path):
+    path = tmp_path / "bad.json"
+    item = dict(id="x", group="famous", of="x", title="t", text="t", source="s", licence="l")
+    path.write_text(json.dumps({"texts": [item | {"group": "seen"}]}), encoding="utf-8")
+    with pytest.raises(ValueError, match="has group 'seen'"):
+        ec.load_contamination(path)
+    path.write_text(json.dumps({"texts": [{k: v for k, v in item.items() if k != "licence"}]}))
+    with pytest.raises(ValueError, match=r"texts\[0\] must be a dict with str values"):
+        ec.load_contamination(path)
