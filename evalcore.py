@@ -1544,10 +1544,7 @@ def nll_by_position(model, tok, texts, window=None, step=4, batch_size=16):
     with _eval_mode(model):
         for chunk in rows.split(batch_size):
             logits = model_logits(model, chunk[:, :-1].to(_device_of(model)))  # (B, window, V)
-            nll = F.cross_entropy(
-                logits.float().transpose(1, 2), chunk[:, 1:].to(logits.device), reduction="none"
-            )  # (B, window)
-            total += nll.double().sum(0).cpu()
+            total += _token_nll(logits, chunk[:, 1:].to(logits.device)).sum(0)  # (window,)
     return (total / len(rows)).tolist()
 
 
