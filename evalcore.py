@@ -4132,6 +4132,8 @@ class _RedactKeys(logging.Filter):
 
 for _name in (
     "evalcore.judge",
+    "evalcore.http",
+    "evalcore.served",
     "httpx",
     "httpcore",
     "httpcore.connection",
@@ -4220,13 +4222,28 @@ def _write_verdict(path, verdict):
     os.replace(tmp, path)
 
 
-class HTTPJudge:
-    """A judge_fn for judge_eval that asks an OpenAI-compatible chat-completions endpoint (vLLM,
-    llama.cpp, Ollama, a hosted API), called like mock_judge; the key comes from api_key or
-    $OPENAI_API_KEY. judge(instruction, prediction, reference) -> (score 1-5, rationale), or
-    JudgeUnavailable(reason) once retries run out or the reply is unparseable or out of range.
+class ServerUnavailable(Exception):
+    """Raised when a server gave no usable answer: retries ran out, or the reply could not be
+    read (the reason says which, with any API key redacted).
 
-    Lesson 09; its transport is Appendix A."""
+    Appendix A (HTTP transport)."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = str(reason)
+
+
+class HTTPClient:
+    """What every client of an OpenAI-compatible server here shares (HTTPJudge, ServedModel): the
+    base URL and model name checked, the API key (api_key or $OPENAI_API_KEY) sent as a header and
+    kept out of every message and log record, a timeout, retries of 429, 5xx, timeouts and dropped
+    connections with exponential backoff, jitter and Retry-After, an on-disk cache, and one
+    connection pool that several threads may share.
+
+    Appendix A (HTTP transport)."""
+
+    _log = logging.getLogger("evalcore.http")
+    _what = "server"  # how log lines name the other end
 
     def __init__(
         self,
@@ -4266,32 +4283,16 @@ class HTTPJudge:
             _RedactKeys.keys.add(key)  # and out of every log record, httpx's and httpcore's too
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._rng = random.Random(seed)  # the jitter, seeded
-        self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "unscored": 0}
+        self._lock = threading.Lock()  # stats, waits and the jitter, shared by worker threads
+        self.stats = {"requests": 0, "retries": 0, "cache_hits": 0}
         self.waits = []  # seconds slept before each retry
         self._client = None  # one httpx.Client, made on first use and kept: its setup costs ~20 ms
 
     def __repr__(self):
         return (
-            f"HTTPJudge(base_url={self.base_url!r}, model={self.model!r}, "
+            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
             f"api_key={'set' if self._key else 'not set'})"
         )
-
-    def __call__(self, instruction, prediction, reference):
-        self.stats["calls"] += 1
-        messages = judge_messages(instruction, prediction, reference)
-        path = self._cache_path(messages)
-        cached = _read_verdict(path)
-        if cached is not None:
-            self.stats["cache_hits"] += 1
-            return cached
-        try:
-            score, rationale = parse_judge_reply(self._request(messages))
-        except JudgeUnavailable as exc:
-            self.stats["unscored"] += 1
-            raise JudgeUnavailable(self._redact(exc.reason)) from None
-        verdict = score, self._redact(rationale)
-        _write_verdict(path, verdict)
-        return verdict
 
     def close(self):
         """Close the HTTP connections (a later call opens new ones)."""
@@ -4305,28 +4306,37 @@ class HTTPJudge:
     def __exit__(self, *exc):
         self.close()
 
+    def _count(self, name, n=1):
+        with self._lock:
+            self.stats[name] += n
+
     def _redact(self, text):
         return text.replace(self._key, "[api key]") if self._key else text
 
-    def _cache_path(self, messages):
+    def _cache_path(self, request):
         if self.cache_dir is None:
             return None
-        key = self.cache_key(self.base_url, self.model, messages)
+        key = self.cache_key(self.base_url, self.model, request)
         if not isinstance(key, str):
             raise ValueError(f"cache_key must return a str, got {type(key).__name__}")
         return self.cache_dir / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
 
-    def _request(self, messages):
-        """The reply's text; 429, 5xx, timeouts and dropped connections are retried with backoff."""
+    def _http(self):
         import httpx
 
-        payload = {"model": self.model, "messages": messages, "temperature": 0}
-        if self._client is None:
-            self._client = httpx.Client(timeout=self.timeout)
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self.timeout)
+            return httpx, self._client
+
+    def _post(self, route, payload):
+        """The 200 response's body text (key redacted) from POST base_url + route; 429, 5xx,
+        timeouts and dropped connections are retried with backoff; else ServerUnavailable."""
+        httpx, client = self._http()
         for attempt in range(self.max_retries + 1):
-            self.stats["requests"] += 1
-            self.stats["retries"] += attempt > 0
-            outcome, detail, wait = self._attempt(httpx, self._client, payload)
+            self._count("requests")
+            self._count("retries", attempt > 0)
+            outcome, detail, wait = self._attempt(httpx, client, route, payload)
             if outcome != "retry":
                 break
             if attempt < self.max_retries:
@@ -4335,37 +4345,35 @@ class HTTPJudge:
             return detail
         if outcome == "retry":
             detail = f"{detail}; gave up after {self.max_retries} retries"
-        raise JudgeUnavailable(detail)
+        raise ServerUnavailable(detail)
 
-    def _attempt(self, httpx, client, payload):
-        """One POST: ("ok", text, None), ("retry", why, Retry-After | None), ("fail", why, None)."""
+    def _attempt(self, httpx, client, route, payload):
+        """One POST: ("ok", body, None), ("retry", why, Retry-After | None), ("fail", why, None)."""
         try:
-            response = client.post(
-                f"{self.base_url}/chat/completions", json=payload, headers=self._headers
-            )
+            response = client.post(f"{self.base_url}{route}", json=payload, headers=self._headers)
         except httpx.TimeoutException:
             return "retry", f"no answer within the {self.timeout:g} s timeout", None
         except httpx.TransportError as exc:
             return "retry", f"connection failed ({type(exc).__name__})", None
-        except (
-            httpx.RequestError
-        ) as exc:  # redirect loops, undecodable bodies: asking again won't help
+        except httpx.RequestError as exc:  # redirect loops, undecodable bodies: retrying won't help
             return "fail", f"request failed ({type(exc).__name__})", None
         if response.status_code in RETRY_STATUSES or response.status_code >= 500:
             return "retry", f"HTTP {response.status_code}", _retry_after(response)
         body = self._redact(response.text)  # before any clipping: a clipped key is no longer found
         if response.status_code != 200:
             return "fail", f"HTTP {response.status_code}: {_clip(body)!r}", None
-        return (*_reply_content(body), None)
+        return "ok", body, None
 
     def _sleep(self, attempt, retry_after, why):
         """Exponential backoff with jitter, at least what Retry-After asked (to max_retry_after)."""
         cap = min(self.max_backoff, self.backoff * 2**attempt)
-        wait = self._rng.uniform(cap / 2, cap)
+        with self._lock:
+            wait = self._rng.uniform(cap / 2, cap)
         if retry_after is not None:
             wait = max(wait, min(retry_after, self.max_retry_after))
-        _judge_log.warning(
-            "judge %s: %s; retry %d of %d in %.3g s",
+        self._log.warning(
+            "%s %s: %s; retry %d of %d in %.3g s",
+            self._what,
             self.base_url,
             self._redact(why),
             attempt + 1,
@@ -4374,6 +4382,61 @@ class HTTPJudge:
         )
         self.waits.append(wait)
         time.sleep(wait)
+
+
+class HTTPJudge(HTTPClient):
+    """A judge_fn for judge_eval that asks an OpenAI-compatible chat-completions endpoint (vLLM,
+    llama.cpp, Ollama, a hosted API), called like mock_judge; the key comes from api_key or
+    $OPENAI_API_KEY. judge(instruction, prediction, reference) -> (score 1-5, rationale), or
+    JudgeUnavailable(reason) once retries run out or the reply is unparseable or out of range.
+    max_tokens caps each reply (None: the server's own limit, which for vLLM is the whole context).
+
+    Lesson 09; its transport is Appendix A (HTTPClient)."""
+
+    _log = _judge_log
+    _what = "judge"
+
+    def __init__(self, base_url, model, api_key=None, timeout=30.0, max_retries=3, cache_dir=None,
+                 backoff=0.5, max_backoff=8.0, max_retry_after=60.0, api_key_env="OPENAI_API_KEY",
+                 seed=SEED, cache_key=None, max_tokens=None):  # fmt: skip
+        super().__init__(
+            base_url, model, api_key, timeout, max_retries, cache_dir, backoff, max_backoff,
+            max_retry_after, api_key_env, seed, cache_key,
+        )  # fmt: skip
+        if max_tokens is not None:
+            _positive_int("max_tokens", max_tokens)
+        self.max_tokens = max_tokens
+        self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "unscored": 0}
+
+    def __call__(self, instruction, prediction, reference):
+        self._count("calls")
+        messages = judge_messages(instruction, prediction, reference)
+        path = self._cache_path(messages)
+        cached = _read_verdict(path)
+        if cached is not None:
+            self._count("cache_hits")
+            return cached
+        try:
+            score, rationale = parse_judge_reply(self._request(messages))
+        except JudgeUnavailable as exc:
+            self._count("unscored")
+            raise JudgeUnavailable(self._redact(exc.reason)) from None
+        verdict = score, self._redact(rationale)
+        _write_verdict(path, verdict)
+        return verdict
+
+    def _request(self, messages):
+        """The reply's text; a server that gives none raises JudgeUnavailable with the reason."""
+        payload = {"model": self.model, "messages": messages, "temperature": 0}
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        try:
+            outcome, detail = _reply_content(self._post("/chat/completions", payload))
+        except ServerUnavailable as exc:
+            raise JudgeUnavailable(exc.reason) from None
+        if outcome != "ok":
+            raise JudgeUnavailable(detail)
+        return detail
 
 
 # The mock judge behind the same API, on localhost (`python evalcore.py serve-judge --port N`) --
