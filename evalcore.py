@@ -57,7 +57,9 @@ Appendix B · The command line
 """
 
 import argparse
+import contextlib
 import email.utils
+import functools
 import hashlib
 import json
 import logging
@@ -809,6 +811,8 @@ def generate(model, tok, instructions, max_new_tokens=48):
     Part 0 (shared by every lesson)."""
     _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
+    if hasattr(model, "generate_answers"):  # a served model answers on its server (lesson 14)
+        return model.generate_answers(list(instructions), max_new_tokens)
     with _eval_mode(model):
         if not isinstance(model, TinyGPT):
             return [_generate_uncached(model, tok, s, max_new_tokens) for s in instructions]
@@ -1175,6 +1179,8 @@ def token_losses(model, windows, batch_size, pad_id):
     windows: list of (token list, index of the first target to score).
 
     Lesson 01."""
+    if hasattr(model, "window_losses"):  # a served model scores on its server (lesson 14)
+        return model.window_losses(windows)
     device = _device_of(model)
     losses = [None] * len(windows)
     with _eval_mode(model):
@@ -4103,6 +4109,120 @@ def _nfkc_first(normalise, nfkc):
 
 
 # =================================================================================================
+# Lesson 14 · A served model: notebooks/14_served_model.ipynb
+# =================================================================================================
+# A model behind an OpenAI-compatible server (vLLM, llama.cpp, SGLang) as an evalcore model: the
+# evals' two calls into a model, token_losses and generate, hand a served model its windows and
+# prompts (its window_losses and generate_answers); everything after them is lesson 01-04's code.
+# Log-likelihoods come from /v1/completions with echo and logprobs, as lm-evaluation-harness's
+# local-completions reads them; answers from /v1/chat/completions, greedy.
+
+SERVED_IN_FLIGHT = 4  # requests in flight at once: vLLM batches them; 1 is one at a time
+
+
+def echoed_prompt_logprobs(body, n_prompt):
+    """The prompt's token log-probabilities from a /v1/completions response with echo=True: the
+    first n_prompt entries of choices[0].logprobs.token_logprobs (None first; any generated token
+    after them dropped). A response with fewer, or with a number where the first must be None,
+    raises ServerUnavailable: the server did not echo this prompt.
+
+    Lesson 14."""
+    try:
+        logprobs = body["choices"][0]["logprobs"]["token_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        logprobs = None
+    if logprobs is None:
+        raise ServerUnavailable(f"no echoed token_logprobs in the response: {_clip(str(body))!r}")
+    if not isinstance(logprobs, list) or len(logprobs) < n_prompt:
+        n = len(logprobs) if isinstance(logprobs, list) else 0
+        raise ServerUnavailable(f"the server echoed {n} log-probabilities for {n_prompt} tokens")
+    if n_prompt and logprobs[0] is not None:
+        raise ServerUnavailable(
+            "the first echoed log-probability is a number: nothing can predict a prompt's first "
+            "token, so these are not this prompt's (is a BOS token added by the server?)"
+        )
+    rest = logprobs[1:n_prompt]
+    if not all(_is_real(x) and x <= 0 for x in rest):
+        raise ServerUnavailable("an echoed log-probability is missing, positive or not a number")
+    return [None, *map(float, rest)]
+
+
+def load_served(base_url, model, tokenizer, **kwargs):
+    """(model, tok) for a model behind an OpenAI-compatible server: every eval takes them as it
+    takes load_hf's. tokenizer: an evalcore tokenizer, or a folder or hub name of the served
+    model's own tokenizer (loaded locally). kwargs go to ServedModel (max_in_flight, cache_dir,
+    api_key, timeout, prompt_max_tokens, ...).
+
+    Lesson 14."""
+    if isinstance(tokenizer, (str, Path)):
+        from transformers import AutoTokenizer
+
+        tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(tokenizer)))
+    needed = ("encode", "decode", "encode_prompt", "encode_answer", "decode_answer", "pad_id")
+    if not all(hasattr(tokenizer, name) for name in needed):
+        raise ValueError(
+            f"tokenizer must be an evalcore tokenizer or a tokenizer folder, got {tokenizer!r}"
+        )
+    return ServedModel(base_url, model, tokenizer, **kwargs), tokenizer
+
+
+def token_logprobs_local(model, tok, texts):
+    """The in-process model's log-probability of each token of each text (None first), as a
+    served model's prompt_logprobs gives them: the reference a sanity check compares against.
+
+    Lesson 14."""
+    out = []
+    for text in texts:
+        ids = tok.encode(text)
+        (nll,) = token_losses(model, [(ids, 1)], 1, tok.pad_id)
+        out.append([None, *(-nll).tolist()])
+    return out
+
+
+SANITY_TOLERANCE = 1e-3  # nats per token: float32 engines agree to ~1e-4; a wrong one is off by >1
+
+
+def served_sanity_check(served, local_model, tok, texts, tolerance=SANITY_TOLERANCE):
+    """Does the server score tokens as the same weights do in-process? Compares every token's
+    log-probability on a few texts, and the same shifted by one position (the llama.cpp echo
+    bug), with a verdict. Run it before trusting a served model's perplexity.
+
+    Lesson 14."""
+    _check_strings("texts", texts)
+    _check_number("tolerance", tolerance, 0, open_low=True)
+    ids = [tok.encode(t) for t in texts]
+    remote = [lp[1:] for lp in served.prompt_logprobs(ids)]
+    local = [lp[1:] for lp in token_logprobs_local(local_model, tok, texts)]
+    diffs = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r, c)]
+    shifted = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r[1:], c[:-1])]
+    if not diffs:
+        raise ValueError("texts hold no text of 2 or more tokens: nothing to compare")
+    worst = max(diffs)
+    ok = worst <= tolerance
+    hint = ""
+    if not ok and shifted and _mean(shifted) < _mean(diffs) / 4:
+        hint = (
+            "; shifted by one position they agree far better: the server's echoed "
+            "log-probabilities are one token late (llama.cpp's server does this when no BOS "
+            "token starts the prompt)"
+        )
+    verdict = (
+        f"agrees: every token within {tolerance:g} nats (worst {worst:.2g})"
+        if ok
+        else f"DISAGREES: worst token off by {worst:.4g} nats, mean {_mean(diffs):.4g}{hint}"
+    )
+    return {
+        "passed": ok,
+        "verdict": verdict,
+        "max_abs_diff": worst,
+        "mean_abs_diff": _mean(diffs),
+        "mean_abs_diff_shifted": _mean(shifted) if shifted else None,
+        "n_tokens": len(diffs),
+        "tolerance": tolerance,
+    }
+
+
+# =================================================================================================
 # Appendix A · HTTP transport: the judge's client and a local OpenAI-compatible server
 # =================================================================================================
 
@@ -4287,6 +4407,7 @@ class HTTPClient:
         self.stats = {"requests": 0, "retries": 0, "cache_hits": 0}
         self.waits = []  # seconds slept before each retry
         self._client = None  # one httpx.Client, made on first use and kept: its setup costs ~20 ms
+        self.recorded = None  # a dict: every 200 body is kept there by request_key (recordings)
 
     def __repr__(self):
         return (
@@ -4342,6 +4463,9 @@ class HTTPClient:
             if attempt < self.max_retries:
                 self._sleep(attempt, wait, detail)
         if outcome == "ok":
+            if self.recorded is not None:
+                with contextlib.suppress(ValueError):
+                    self.recorded[request_key(route, payload)] = json.loads(detail)
             return detail
         if outcome == "retry":
             detail = f"{detail}; gave up after {self.max_retries} retries"
@@ -4437,6 +4561,174 @@ class HTTPJudge(HTTPClient):
         if outcome != "ok":
             raise JudgeUnavailable(detail)
         return detail
+
+
+class ServedModel(HTTPClient):
+    """A model behind an OpenAI-compatible server, as the evals take a model: they hand it token
+    windows to score (window_losses) and prompts to answer (generate_answers), never ids for logits.
+    Up to max_in_flight requests at once, results in input order, a progress bar, and HTTPClient's
+    retries, timeouts, cache and key redaction; an unusable reply raises ServerUnavailable, never
+    a number. prompt_max_tokens: 0 where the server reads it as "score the prompt only" (vLLM), 1
+    where 0 means "no limit" (llama.cpp's server): the one generated token is then dropped.
+
+    Lesson 14; its transport is Appendix A (HTTPClient)."""
+
+    _log = logging.getLogger("evalcore.served")
+    _what = "served model"
+
+    def __init__(self, base_url, model, tok, max_in_flight=SERVED_IN_FLIGHT, max_len=None,
+                 prompt_max_tokens=0, progress=True, **client_kwargs):  # fmt: skip
+        super().__init__(base_url, model, **client_kwargs)
+        self.tok = tok
+        self.max_in_flight = _positive_int("max_in_flight", max_in_flight)
+        self.prompt_max_tokens = _check_number("prompt_max_tokens", prompt_max_tokens, 0, 1,
+                                               integer=True)  # fmt: skip
+        self.progress = bool(progress)
+        if max_len is None:  # a window of max_len + 1 tokens, and any generated token, must fit
+            max_len = self._served_context() - 1 - self.prompt_max_tokens
+        self.config = HFModelInfo(_positive_int("max_len", max_len), tok.vocab_size, model)
+
+    def __call__(self, ids):
+        raise ValueError(
+            "a served model answers with token log-probabilities and text, not logits: pass it to "
+            "an eval (perplexity_eval, completion_logliks, exact_match_eval, ...), which asks it "
+            "for those through window_losses and generate_answers"
+        )
+
+    def _served_context(self):
+        """max_model_len from GET /v1/models (vLLM reports it), else ValueError asking for it."""
+        httpx, client = self._http()
+        try:
+            listed = client.get(f"{self.base_url}/models", headers=self._headers).json()["data"]
+            entry = next(m for m in listed if m.get("id") == self.model)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, StopIteration) as exc:
+            raise ValueError(
+                f"cannot read model {self.model!r}'s context from {self.base_url}/models "
+                f"({type(exc).__name__}): is the server up, and is that its model name? "
+                "Pass max_len= where the server does not report it"
+            ) from None
+        if not isinstance(entry.get("max_model_len"), int):
+            raise ValueError(f"{self.base_url}/models gives no max_model_len: pass max_len=")
+        return entry["max_model_len"]
+
+    def _json(self, route, payload):
+        """The parsed 200 body of one request, from the cache when it holds it."""
+        path = self._cache_path(payload)
+        if path is not None and path.is_file():
+            try:
+                body = json.loads(path.read_text(encoding="utf-8"))
+                self._count("cache_hits")
+                return body
+            except (ValueError, OSError):
+                pass  # a damaged entry is a miss
+        text = self._post(route, payload)
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise ServerUnavailable(f"the response body is not JSON: {_clip(text)!r}") from None
+        if path is not None:
+            _write_json_atomic(path, body)
+        return body
+
+    def _map(self, fn, items, what):
+        """fn over items with max_in_flight requests at once; results in input order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tqdm.auto import tqdm
+
+        with ThreadPoolExecutor(self.max_in_flight) as pool:
+            bar = tqdm(total=len(items), desc=what, disable=not self.progress, leave=False)
+            futures = [pool.submit(fn, item) for item in items]
+            out = []
+            for f in futures:
+                out.append(f.result())
+                bar.update(1)
+            bar.close()
+        return out
+
+    def prompt_logprobs(self, token_lists):
+        """Per token list, the server's log-probability of each token given those before it
+        (the first is None: nothing predicts it), from /v1/completions with echo.
+
+        Lesson 14."""
+        return self._map(self._one_prompt_logprobs, [list(map(int, t)) for t in token_lists],
+                         "scoring")  # fmt: skip
+
+    def _one_prompt_logprobs(self, ids):
+        payload = {"model": self.model, "prompt": ids, "echo": True, "logprobs": 1,
+                   "max_tokens": self.prompt_max_tokens, "temperature": 0}  # fmt: skip
+        return echoed_prompt_logprobs(self._json("/completions", payload), len(ids))
+
+    def window_losses(self, windows):
+        """token_losses for a served model: each window's NLLs (nats, float64) from the first
+        scored target on, as lesson 01 scores them in-process.
+
+        Lesson 14."""
+        served = self.prompt_logprobs([tokens for tokens, _ in windows])
+        return [
+            -torch.tensor(lps[first:], dtype=torch.float64)
+            for (_, first), lps in zip(windows, served)
+        ]
+
+    def generate_answers(self, instructions, max_new_tokens):
+        """generate for a served model: greedy answers, from /v1/chat/completions when the
+        tokenizer has a chat template (the server applies the same one), else /v1/completions
+        on the locally built prompt, stopping at the tokenizer's stop tokens.
+
+        Lesson 14."""
+        one = functools.partial(self._one_answer, max_new_tokens=max_new_tokens)
+        return self._map(one, list(instructions), "answering")
+
+    def _one_answer(self, instruction, max_new_tokens):
+        common = {"model": self.model, "temperature": 0, "max_tokens": max_new_tokens}
+        if getattr(self.tok, "prompt_format", None) == "chat_template":
+            messages = [{"role": "user", "content": instruction}]
+            body = self._json("/chat/completions", {**common, "messages": messages})
+            outcome, text = _reply_content(json.dumps(body))
+        else:
+            prompt, stops = self.tok.encode_prompt(instruction), sorted(self.tok.stop_ids)
+            body = self._json("/completions", {**common, "prompt": prompt,
+                                               "stop_token_ids": stops})  # fmt: skip
+            outcome, text = _completion_text(body)
+        if outcome != "ok" or not isinstance(text, str):
+            raise ServerUnavailable(f"no answer to {_clip(instruction)!r}: {text}")
+        prefix = self.tok._prefix() if hasattr(self.tok, "_prefix") else ""
+        return text[len(prefix) :] if prefix and text.startswith(prefix) else text
+
+    def next_token_logprobs(self, prompts, top=20):
+        """Per prompt text, {token text: log-probability} of the top tokens to follow it (the
+        server's top-`top` only: the rest of the distribution is not sent).
+
+        Lesson 09 (the judge's score tokens)."""
+        _positive_int("top", top)
+        one = functools.partial(self._one_next_token, top=top)
+        return self._map(one, list(prompts), "next token")
+
+    def _one_next_token(self, prompt, top):
+        payload = {"model": self.model, "prompt": prompt, "max_tokens": 1, "logprobs": top,
+                   "temperature": 0}  # fmt: skip
+        body = self._json("/completions", payload)
+        try:
+            found = body["choices"][0]["logprobs"]["top_logprobs"][0]
+        except (KeyError, IndexError, TypeError):
+            found = None
+        if not isinstance(found, dict) or not found:
+            raise ServerUnavailable(f"no top_logprobs in the response: {_clip(str(body))!r}")
+        return {str(k): float(v) for k, v in found.items()}
+
+
+def _write_json_atomic(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(obj, ensure_ascii=False, allow_nan=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _completion_text(body):
+    try:
+        return "ok", body["choices"][0]["text"]
+    except (KeyError, IndexError, TypeError):
+        return "fail", f"no choices[0].text in the response: {_clip(str(body))!r}"
 
 
 # The mock judge behind the same API, on localhost (`python evalcore.py serve-judge --port N`) --
@@ -4575,6 +4867,202 @@ def serve_judge(port=8000, judge_fn=None):
     finally:
         server.server_close()
     return 0
+
+
+# vLLM on localhost: started by the project, stopped by its PID --------------------------------
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"  # `make vllm` builds it; $EVALCORE_VLLM_PYTHON
+
+
+VLLM_FLAGS = ("--dtype", "float32", "--enforce-eager", "--enable-tokenizer-info-endpoint")
+# float32: the in-process model's dtype, so the two agree to float32 rounding; eager: no compile
+# step (23 s to ready instead of minutes). VLLM_CPU_KVCACHE_SPACE=1: 1 GiB of KV cache, not 4.
+
+
+def evalcore_cache():
+    """The folder evalcore writes caches to: $EVALCORE_CACHE, else ~/.cache/evalcore.
+
+    Appendix A (HTTP transport)."""
+    return Path(os.environ.get("EVALCORE_CACHE") or Path.home() / ".cache" / "evalcore")
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VLLMServer:
+    """vLLM's OpenAI-compatible server for a Hugging Face model folder, on 127.0.0.1 and a free
+    port, in its own venv (VLLM_PYTHON), writing only under evalcore_cache(); stopped by its PID.
+
+    with VLLMServer(folder) as server: model, tok = load_served(server.url, server.model, folder)
+
+    Appendix A (HTTP transport)."""
+
+    def __init__(self, folder, model=None, max_model_len=2048, kv_cache_gib=1, ready_timeout=600.0,
+                 python=None):  # fmt: skip
+        self.folder = Path(folder)
+        if not (self.folder / "config.json").is_file():
+            raise ValueError(f"folder must hold a Hugging Face model (config.json): {folder}")
+        self.model = model or self.folder.name
+        self.max_model_len = _positive_int("max_model_len", max_model_len)
+        self.kv_cache_gib = _positive_int("kv_cache_gib", kv_cache_gib)
+        self.ready_timeout = _check_number("ready_timeout", ready_timeout, 1)
+        self.python = Path(python or os.environ.get("EVALCORE_VLLM_PYTHON") or VLLM_PYTHON)
+        self.port, self.process, self.log_path = None, None, None
+
+    @property
+    def url(self):
+        """The base_url to give load_served or HTTPJudge: http://127.0.0.1:PORT/v1."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self):
+        return None if self.process is None else self.process.pid
+
+    def command(self):
+        """The command line that starts the server (what `make serve` runs)."""
+        return [
+            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(self.folder), "--served-model-name", self.model,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--max-model-len", str(self.max_model_len), *VLLM_FLAGS,
+        ]  # fmt: skip
+
+    def environment(self):
+        cache = evalcore_cache() / "vllm"
+        return {
+            **os.environ,
+            "VLLM_CACHE_ROOT": str(cache),  # nothing under ~/.cache/vllm
+            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+            "HF_HUB_OFFLINE": "1",  # a local folder: never download
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+
+    def start(self):
+        """Start the server and wait until GET /v1/models answers; returns self."""
+        import subprocess
+
+        if not self.python.is_file():
+            raise ValueError(f"no vLLM environment at {self.python}: run `make vllm`")
+        self.port = _free_port()
+        logs = evalcore_cache() / "vllm"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log_path = logs / f"server-{self.port}.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self):
+        import httpx
+
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ValueError(
+                    f"vLLM exited with status {self.process.returncode} before it was ready; "
+                    f"the end of its log ({self.log_path}):\n{self.log_tail()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise ValueError(f"vLLM was not ready within {self.ready_timeout:g} s:\n{self.log_tail()}")
+
+    def log_tail(self, n=15):
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self, grace=30.0):
+        """SIGTERM to the server's PID, then SIGKILL to its process group (the engine workers it
+        started) if it has not exited within grace seconds."""
+        import signal
+        import subprocess
+
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own group: start_new_session
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self):
+        return self if self.process is not None else self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# Recorded replies, served again: lessons 09 and 14 without a running vLLM ---------------------
+def request_key(route, payload):
+    """What a recorded response is filed under: SHA-256 of the route and the canonical request.
+
+    Appendix A (HTTP transport)."""
+    text = json.dumps([route, payload], sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ReplayServer(ThreadingHTTPServer):
+    """Recorded responses behind the same OpenAI-compatible API on 127.0.0.1: POST answers the
+    request the recording holds under request_key, 404 any other; GET /v1/models lists the
+    recorded model. The lessons run their HTTP code unchanged against it when no server is up.
+
+    Appendix A (HTTP transport)."""
+
+    daemon_threads = True
+
+    def __init__(self, recording, port=0):
+        _check_number("port (0: any free port)", port, 0, 65535, integer=True)
+        self.recording = recording
+        self.model = recording["model"]["served_name"]
+        self.max_model_len = recording["model"]["max_model_len"]
+        self._thread = None
+        super().__init__(("127.0.0.1", port), _ReplayHandler)
+
+    url = JudgeServer.url
+    start = JudgeServer.start
+    stop = JudgeServer.stop
+    __enter__ = JudgeServer.__enter__
+    __exit__ = JudgeServer.__exit__
+    handle_error = JudgeServer.handle_error
+
+
+class _ReplayHandler(_JudgeHandler):
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/models"):
+            entry = {"id": self.server.model, "object": "model",
+                     "max_model_len": self.server.max_model_len}  # fmt: skip
+            return self._send(200, {"object": "list", "data": [entry]})
+        self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self):
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        except ValueError:
+            return self._send(400, {"error": {"message": "the request body is not JSON"}})
+        route = "/" + self.path.split("/v1/", 1)[-1].strip("/")
+        found = self.server.recording["responses"].get(request_key(route, body))
+        if found is None:
+            return self._send(404, {"error": {"message": "this request is not in the recording"}})
+        self._send(200, found)
 
 
 # =================================================================================================
