@@ -3491,6 +3491,203 @@ def judge_pair_agreement(result_a, result_b, pass_score=4):
     return {**out, "same_score": sum(x == y for x, y in both) / len(both), "total": len(ra)}
 
 
+# A real judge read two ways: its parsed reply, and its score tokens' probabilities -------------
+JUDGE_SCORE_PREFIX = '{"score": '  # the reply is started for the judge: its next token is the score
+
+
+def judge_prompt_text(tok, instruction, prediction, reference, prefix=JUDGE_SCORE_PREFIX):
+    """The judge's messages through the tokenizer's chat template, with the reply started by
+    prefix: the text whose next token a probability-weighted judge reads.
+
+    Lesson 09."""
+    messages = judge_messages(instruction, prediction, reference)
+    return _chat_text(tok, messages) + prefix
+
+
+def _chat_text(tok, messages):
+    hf = getattr(tok, "hf", None)
+    if hf is None or not getattr(hf, "chat_template", None):
+        raise ValueError("tok must wrap a Hugging Face tokenizer with a chat template")
+    return hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def score_distribution(token_logprobs, labels=("1", "2", "3", "4", "5")):
+    """From {token text: log-probability} of the judge's next token: each label's probability
+    renormalised over the labels, their share of all probability ("mass"), and the
+    probability-weighted score sum(i * p_i) over labels numbered 1, 2, ... (G-Eval, Liu et al.
+    2023); JudgeUnavailable when no label has any probability.
+
+    Lesson 09."""
+    probs = {lab: 0.0 for lab in labels}
+    for token, lp in token_logprobs.items():
+        if token.strip() in probs and _is_real(lp):
+            probs[token.strip()] += math.exp(lp)
+    mass = sum(probs.values())
+    if mass <= 0:
+        raise JudgeUnavailable(f"none of the labels {list(labels)} is among the next tokens")
+    share = {lab: p / mass for lab, p in probs.items()}
+    expected = sum(i * share[lab] for i, lab in enumerate(labels, start=1))
+    return {"probs": share, "mass": mass, "expected": expected}
+
+
+@torch.no_grad()
+def next_token_logprobs_local(model, tok, prompts, top=20):
+    """An in-process model's {token text: log-probability} of its top tokens after each prompt
+    text, as a served model's next_token_logprobs gives them.
+
+    Lesson 09."""
+    out = []
+    with _eval_mode(model):
+        for prompt in prompts:
+            ids = torch.tensor([tok.encode(prompt)], device=_device_of(model))
+            logp = model_logits(model, ids)[0, -1].double().log_softmax(-1)
+            values, index = logp.topk(top)
+            out.append({tok.hf.decode([int(i)]): float(v) for v, i in zip(values, index)})
+    return out
+
+
+def _next_token_logprobs(model, tok, prompts):
+    if hasattr(model, "next_token_logprobs"):  # served: the server's top 20 only
+        return model.next_token_logprobs(prompts)
+    return next_token_logprobs_local(model, tok, prompts)
+
+
+class ProbabilityJudge:
+    """A judge_fn that reads the judge model's probabilities of the score tokens "1".."5" after
+    JUDGE_SCORE_PREFIX and returns their probability-weighted mean (a float in [1, 5]), in-process
+    or served; JudgeUnavailable when no score token is among the next tokens.
+
+    Lesson 09."""
+
+    def __init__(self, model, tok):
+        self.model, self.tok = model, tok
+
+    def scores(self, items):
+        """score_distribution of every (instruction, prediction, reference), requests in flight
+        together where the model is served."""
+        prompts = [judge_prompt_text(self.tok, *item) for item in _judge_items(items)]
+        return [score_distribution(t) for t in _next_token_logprobs(self.model, self.tok, prompts)]
+
+    def __call__(self, instruction, prediction, reference):
+        (dist,) = self.scores([(instruction, prediction, reference)])
+        probs = ", ".join(f"{k}: {v:.2f}" for k, v in dist["probs"].items())
+        return dist["expected"], f"probability-weighted over {probs}"
+
+
+# Position bias: the same two answers, in both orders --------------------------------------------
+PAIRWISE_RUBRIC = (
+    "You compare two answers to an instruction against a reference answer and say which one says "
+    "what the reference says. Their order and length mean nothing."
+)
+
+
+PAIRWISE_PREFIX = '{"better": "'
+
+
+def pairwise_messages(instruction, reference, answer_a, answer_b):
+    """The chat messages of a pairwise judge: which of answers A and B is right.
+
+    Lesson 09."""
+    item = json.dumps(
+        {"instruction": instruction, "reference": reference, "A": answer_a, "B": answer_b},
+        ensure_ascii=False,
+        indent=1,
+    )
+    ask = (
+        "Which answer is better?\n```json\n" + item + "\n```\nReply with a JSON object only: "
+        '{"better": "A" or "B"}'
+    )
+    return [{"role": "system", "content": PAIRWISE_RUBRIC}, {"role": "user", "content": ask}]
+
+
+def position_bias(model, tok, pairs):
+    """Each (instruction, reference, right, wrong) asked in both orders: P(A) from the next
+    token's probabilities of "A" and "B". Per pair, P(right wins) in each order and the mean
+    P(first position); overall, the mean P(first) (0.5 for an order-blind judge) and how often
+    the pick follows the position rather than the answer.
+
+    Lesson 09."""
+    prompts = []
+    for q, ref, right, wrong in pairs:
+        for a, b in ((right, wrong), (wrong, right)):
+            prompts.append(_chat_text(tok, pairwise_messages(q, ref, a, b)) + PAIRWISE_PREFIX)
+    dists = [score_distribution(t, ("A", "B")) for t in _next_token_logprobs(model, tok, prompts)]
+    rows = []
+    for i in range(len(pairs)):
+        first, second = dists[2 * i]["probs"]["A"], dists[2 * i + 1]["probs"]["A"]
+        picks = ("right" if first > 0.5 else "wrong", "right" if second < 0.5 else "wrong")
+        rows.append({
+            "pair": i,
+            "p_right_first": first,  # P(right) with the right answer shown first
+            "p_right_second": 1 - second,  # P(right) with it shown second
+            "p_first": (first + second) / 2,  # an order-blind judge: 0.5
+            "picks": "/".join(picks),
+        })  # fmt: skip
+    p_first = [r["p_first"] for r in rows]
+    return {
+        "rows": rows,
+        "mean_p_first": _mean(p_first),
+        "ci95": bootstrap_ci(p_first),
+        "same_position_both_orders": sum(
+            r["picks"] in ("right/wrong", "wrong/right") for r in rows
+        ),
+        "consistent": sum(r["picks"] in ("right/right", "wrong/wrong") for r in rows),
+        "right_both_orders": sum(r["picks"] == "right/right" for r in rows),
+        "n": len(rows),
+    }
+
+
+# Agreement with the course's reference labels ---------------------------------------------------
+COURSE_LABELS_PATH = ROOT / "data" / "judge_labels_by_course_authors.json"
+
+
+def load_course_labels(path=COURSE_LABELS_PATH):
+    """The judge lesson's answers with pass/fail labels the course's authors wrote (not human
+    raters' judgements): {"rule", "items": [{question, instruction, reference, answer, source,
+    label}]}, checked.
+
+    Lesson 09."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    for i, it in enumerate(data.get("items", [])):
+        ok = all(isinstance(it.get(k), str) for k in ("instruction", "reference", "answer"))
+        if not (ok and it.get("label") in (0, 1) and isinstance(it.get("question"), int)):
+            raise ValueError(f"{path}: items[{i}] is malformed: {it!r}")
+    if not data.get("items"):
+        raise ValueError(f"{path} holds no items")
+    return data
+
+
+def _kappa_statistic(values, weights):
+    """Cohen's kappa of two 0/1 columns under each row of bootstrap weights (NaN: undefined)."""
+    a, b, w = values[:, 0], values[:, 1], weights.double()
+    total = w.sum(1)
+    po = w @ (a == b).double() / total
+    pa, pb = w @ a / total, w @ b / total
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    return torch.where(pe < 1, (po - pe) / (1 - pe), torch.full_like(pe, math.nan))
+
+
+def kappa_with_interval(a, b, groups, n_resamples=2000, seed=SEED):
+    """Cohen's kappa of two lists of pass/fail labels with a percentile bootstrap interval that
+    resamples whole groups (the answers to one question move together), and the share of
+    resamples where kappa is undefined (left out of the interval).
+
+    Lesson 09."""
+    a, b = [int(bool(x)) for x in a], [int(bool(y)) for y in b]
+    values = [[x, y] for x, y in zip(a, b)]
+    stats = bootstrap_distribution(
+        values, groups=groups, statistic=_kappa_statistic, n_resamples=n_resamples, seed=seed
+    )
+    finite = stats[stats.isfinite()]
+    return {
+        "kappa": cohen_kappa(a, b),
+        "ci95": _percentiles(finite, 0.95) if len(finite) else None,
+        "undefined_share": 1 - len(finite) / len(stats),
+        "n": len(a),
+        "groups": len(set(groups)),
+    }
+
+
 # =================================================================================================
 # Lesson 10 · Learning aggregate weights: notebooks/10_learning_weights.ipynb
 # =================================================================================================
@@ -4402,6 +4599,83 @@ def served_sanity_check(served, local_model, tok, texts, tolerance=SANITY_TOLERA
     }
 
 
+# SmolLM2 behind vLLM, live or recorded: what lessons 09 and 14 send their requests to ------------
+SERVED_SMOLLM2 = "SmolLM2-135M-Instruct"  # the name `make serve` serves it under
+
+
+SERVED_MAX_MODEL_LEN = 2048  # vLLM's context for it: the prompts here are far shorter
+
+
+RECORDING_09_PATH = ROOT / "data" / "recording_09.json"  # lesson 09's judge replies
+
+
+RECORDING_14_PATH = ROOT / "data" / "recording_14.json"  # lesson 14's responses
+
+
+def smollm2_server(**kwargs):
+    """A VLLMServer (not started) for the cached SmolLM2 folder, as `make serve` runs it.
+
+    Lesson 14."""
+    return VLLMServer(smollm2_folder(), SERVED_SMOLLM2, SERVED_MAX_MODEL_LEN, **kwargs)
+
+
+def _vllm_pin():
+    text = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    found = re.search(r"^# vllm: *(\S+)", text, re.M)
+    return found.group(1) if found else "vllm"
+
+
+def _new_recording():
+    from datetime import datetime
+
+    return {
+        "note": "Responses of SmolLM2-135M-Instruct served by vLLM to the requests of one lesson, "
+        "filed by request_key; written by `make record-served`, replayed by served_source.",
+        "model": {"served_name": SERVED_SMOLLM2, "max_model_len": SERVED_MAX_MODEL_LEN,
+                  "gguf": {"file": SMOLLM2_FILE, "sha256": SMOLLM2_SHA256}},
+        "server": {"engine": _vllm_pin(), "flags": list(VLLM_FLAGS)},
+        "date": datetime.now(UTC).date().isoformat(),
+        "responses": {},
+    }  # fmt: skip
+
+
+def load_served_recording(path):
+    """A recording of served responses, after checking that it came from the model file that is
+    installed here (the SmolLM2 GGUF's SHA-256), as lesson 06's recording is checked.
+
+    Lesson 14."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    recorded = rec["model"]["gguf"]["sha256"]
+    if recorded != SMOLLM2_SHA256:
+        raise ValueError(
+            f"{path} was recorded from model file {recorded[:12]}, this course serves "
+            f"{SMOLLM2_SHA256[:12]}: run `make record-served`"
+        )
+    check_smollm2_gguf()  # and the installed file is that one
+    return rec
+
+
+def served_source(recording_path):
+    """A started ReplayServer for a lesson: live when $EVALCORE_SERVED_URL names a running server
+    (`make serve` prints it; the responses are written to recording_path at close_served_source
+    when $EVALCORE_RECORD is 1), else replaying recording_path, checked against the model file.
+
+    Lesson 14."""
+    url = os.environ.get("EVALCORE_SERVED_URL")
+    if url:
+        return ReplayServer(_new_recording(), upstream=url).start()
+    return ReplayServer(load_served_recording(recording_path)).start()
+
+
+def close_served_source(source, recording_path):
+    """Stop a lesson's source; a live one records to recording_path when $EVALCORE_RECORD is 1.
+
+    Lesson 14."""
+    source.stop()
+    if source.live and os.environ.get("EVALCORE_RECORD") == "1":
+        source.save(recording_path)
+
+
 # =================================================================================================
 # Appendix A · HTTP transport: the judge's client and a local OpenAI-compatible server
 # =================================================================================================
@@ -5196,18 +5470,22 @@ def request_key(route, payload):
 class ReplayServer(ThreadingHTTPServer):
     """Recorded responses behind the same OpenAI-compatible API on 127.0.0.1: POST answers the
     request the recording holds under request_key, 404 any other; GET /v1/models lists the
-    recorded model. The lessons run their HTTP code unchanged against it when no server is up.
+    recorded model. With upstream (a live server's base URL) it forwards every request there
+    instead and records the answer; save() writes the recording. The lessons run the same HTTP
+    code against either.
 
     Appendix A (HTTP transport)."""
 
     daemon_threads = True
 
-    def __init__(self, recording, port=0):
+    def __init__(self, recording, port=0, upstream=None):
         _check_number("port (0: any free port)", port, 0, 65535, integer=True)
         self.recording = recording
         self.model = recording["model"]["served_name"]
         self.max_model_len = recording["model"]["max_model_len"]
-        self._thread = None
+        self.upstream = None if upstream is None else upstream.rstrip("/")
+        self.live = upstream is not None
+        self._thread, self._lock = None, threading.Lock()
         super().__init__(("127.0.0.1", port), _ReplayHandler)
 
     url = JudgeServer.url
@@ -5216,6 +5494,28 @@ class ReplayServer(ThreadingHTTPServer):
     __enter__ = JudgeServer.__enter__
     __exit__ = JudgeServer.__exit__
     handle_error = JudgeServer.handle_error
+
+    def answer(self, route, body):
+        """(status, response body) for a POST: forwarded and recorded when live, else replayed."""
+        key = request_key(route, body)
+        if self.upstream is None:
+            found = self.recording["responses"].get(key)
+            if found is None:
+                return 404, {"error": {"message": "this request is not in the recording"}}
+            return 200, found
+        import httpx
+
+        reply = httpx.post(f"{self.upstream}{route}", json=body, timeout=600)
+        if reply.status_code == 200:
+            with self._lock:
+                self.recording["responses"][key] = reply.json()
+        return reply.status_code, reply.json()
+
+    def save(self, path):
+        """Write the recording (sorted keys, strict JSON) to path."""
+        text = json.dumps(self.recording, indent=1, sort_keys=True, ensure_ascii=False,
+                          allow_nan=False)  # fmt: skip
+        Path(path).write_text(text + "\n", encoding="utf-8")
 
 
 class _ReplayHandler(_JudgeHandler):
@@ -5231,11 +5531,7 @@ class _ReplayHandler(_JudgeHandler):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         except ValueError:
             return self._send(400, {"error": {"message": "the request body is not JSON"}})
-        route = "/" + self.path.split("/v1/", 1)[-1].strip("/")
-        found = self.server.recording["responses"].get(request_key(route, body))
-        if found is None:
-            return self._send(404, {"error": {"message": "this request is not in the recording"}})
-        self._send(200, found)
+        self._send(*self.server.answer("/" + self.path.split("/v1/", 1)[-1].strip("/"), body))
 
 
 # =================================================================================================
@@ -5412,6 +5708,45 @@ def record_06(path=RECORDING_06_PATH, max_new_tokens=RECORD_MAX_NEW_TOKENS):
     return rec
 
 
+# SmolLM2 behind vLLM: `make serve`, and the recordings of lessons 09 and 14 ----------------------
+def serve_vllm():
+    """SmolLM2 behind vLLM on 127.0.0.1 until Ctrl-C, then stopped by its PID (`make serve`).
+
+    Appendix B (the command line)."""
+    with smollm2_server() as server:
+        print(
+            f"vLLM (PID {server.pid}) serves {server.model!r} at {server.url}\n"
+            f"for lessons 09 and 14 live: export EVALCORE_SERVED_URL={server.url}\n"
+            "Ctrl-C stops it",
+            flush=True,
+        )
+        try:
+            while server.process.poll() is None:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def record_served(lessons=("09", "14")):
+    """Start vLLM, run lessons 09 and 14 against it with EVALCORE_RECORD=1 (each writes its
+    recording), stop it (`make record-served`; then `make notebooks` replays them).
+
+    Appendix B (the command line)."""
+    import subprocess
+
+    with smollm2_server() as server:
+        env = {**os.environ, "EVALCORE_SERVED_URL": server.url, "EVALCORE_RECORD": "1"}
+        for lesson in lessons:
+            (path,) = (ROOT / "notebooks").glob(f"{lesson}_*.ipynb")
+            out = Path(cache_dir()) / f"recorded-{path.name}"
+            subprocess.run(
+                [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                 str(path), "--output", str(out)],
+                env=env, check=True,
+            )  # fmt: skip
+
+
 def _steps_arg(text):
     """--steps as a positive int, else argparse's one-line error and exit status 2."""
     try:
@@ -5429,7 +5764,7 @@ def main(argv=None):
         "command",
         nargs="?",
         default="demo",
-        choices=["demo", "checkpoint", "record", "serve-judge"],
+        choices=["demo", "checkpoint", "record", "serve-judge", "serve-vllm", "record-served"],
         help="demo (default): train, evaluate, report; checkpoint: rebuild every "
         "shipped checkpoint; record: re-record data/recording_06.json; "
         "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1",
@@ -5453,6 +5788,10 @@ def main(argv=None):
             record_06()
         elif args.command == "serve-judge":
             serve_judge(args.port)
+        elif args.command == "serve-vllm":
+            serve_vllm()
+        elif args.command == "record-served":
+            record_served()
         else:
             run_demo(
                 args.seed,
