@@ -4561,8 +4561,8 @@ SANITY_TOLERANCE = 1e-3  # nats per token: float32 engines agree to ~1e-4; a wro
 
 def served_sanity_check(served, local_model, tok, texts, tolerance=SANITY_TOLERANCE):
     """Does the server score tokens as the same weights do in-process? Compares every token's
-    log-probability on a few texts, and the same shifted by one position (the llama.cpp echo
-    bug), with a verdict. Run it before trusting a served model's perplexity.
+    log-probability on a few texts, and the same shifted by one position either way (llama.cpp's
+    server without a BOS token), with a verdict. Run it before trusting a served model's numbers.
 
     Lesson 14."""
     _check_strings("texts", texts)
@@ -4571,17 +4571,19 @@ def served_sanity_check(served, local_model, tok, texts, tolerance=SANITY_TOLERA
     remote = [lp[1:] for lp in served.prompt_logprobs(ids)]
     local = [lp[1:] for lp in token_logprobs_local(local_model, tok, texts)]
     diffs = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r, c)]
-    shifted = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r[1:], c[:-1])]
     if not diffs:
         raise ValueError("texts hold no text of 2 or more tokens: nothing to compare")
+    late = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r[1:], c[:-1])]
+    early = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r[:-1], c[1:])]
+    shifted = min((_mean(s), name) for s, name in ((late, "late"), (early, "early")) if s)
     worst = max(diffs)
     ok = worst <= tolerance
     hint = ""
-    if not ok and shifted and _mean(shifted) < _mean(diffs) / 4:
+    if not ok and shifted[0] < _mean(diffs) / 4:
         hint = (
-            "; shifted by one position they agree far better: the server's echoed "
-            "log-probabilities are one token late (llama.cpp's server does this when no BOS "
-            "token starts the prompt)"
+            f"; shifted by one position they agree far better: the server's log-probabilities "
+            f"are one token {shifted[1]} (llama.cpp's server does this when no BOS token starts "
+            "the prompt)"
         )
     verdict = (
         f"agrees: every token within {tolerance:g} nats (worst {worst:.2g})"
@@ -4593,7 +4595,7 @@ def served_sanity_check(served, local_model, tok, texts, tolerance=SANITY_TOLERA
         "verdict": verdict,
         "max_abs_diff": worst,
         "mean_abs_diff": _mean(diffs),
-        "mean_abs_diff_shifted": _mean(shifted) if shifted else None,
+        "mean_abs_diff_shifted": shifted[0],
         "n_tokens": len(diffs),
         "tolerance": tolerance,
     }
