@@ -45,12 +45,14 @@ Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
 Lesson 10 · Learning aggregate weights  (notebooks/10_learning_weights.ipynb)
     aggregate_models, WeightFit, fit_weights, leave_one_model_out
 Lesson 11 · A real Hugging Face model  (notebooks/11_real_model.ipynb)
-    HFModelInfo, HFCausalLM, HFTokenizer, wrap_hf, load_hf, check_hf_folder, cache_dir,
-    gguf_folder, choice_accuracy, train_bpe_tokenizer, train_hf_model, save_hf
+    HFModelInfo, HFCausalLM, HFTokenizer, prompt_budget, wrap_hf, load_hf, check_hf_folder,
+    cache_dir, gguf_folder, choice_accuracy, train_bpe_tokenizer, train_hf_model, save_hf
 Lesson 12 · Beyond English  (notebooks/12_beyond_english.ipynb)
     load_beyond_english, segment_mixed
 Lesson 13 · A real instruct model  (notebooks/13_real_instruct_model.ipynb)
-    check_smollm2_gguf, smollm2_folder, load_smollm2
+    check_smollm2_gguf, smollm2_folder, load_smollm2, prompt_variant, Replay, record_13,
+    load_recording_13, replay, first_sentence, span_after_is, reference_in_answer,
+    answer_policy_eval
 Appendix A · HTTP transport
     default_cache_key, HTTPJudge, JudgeServer, serve_judge
 Appendix B · The command line
@@ -60,6 +62,7 @@ Appendix B · The command line
 
 import argparse
 import contextlib
+import copy
 import email.utils
 import functools
 import hashlib
@@ -139,7 +142,8 @@ __all__ = [
     "aggregate_models", "WeightFit", "fit_weights", "leave_one_model_out",
     # Lesson 11 · A real Hugging Face model
     "HF_CHECKPOINT_DIR", "HF_MANIFEST", "HF_VOCAB_SIZE", "HF_STEPS", "PLAIN_PROMPT",
-    "PLAIN_ANSWER_PREFIX", "HFModelInfo", "HFCausalLM", "HFTokenizer", "wrap_hf", "load_hf",
+    "PLAIN_ANSWER_PREFIX", "HFModelInfo", "HFCausalLM", "HFTokenizer", "prompt_budget",
+    "GENERATE_BATCH", "wrap_hf", "load_hf",
     "check_hf_folder", "GGUF_CACHE_FORMAT", "cache_dir", "gguf_folder", "choice_accuracy",
     "train_bpe_tokenizer", "train_hf_model", "save_hf",
     # Lesson 12 · Beyond English
@@ -147,7 +151,10 @@ __all__ = [
     "SEGMENTATIONS",
     # Lesson 13 · A real instruct model
     "SMOLLM2_PACKAGE", "SMOLLM2_VERSION", "SMOLLM2_FILE", "SMOLLM2_SHA256", "SMOLLM2_NAME",
-    "SMOLLM2_GGUF", "check_smollm2_gguf", "smollm2_folder", "load_smollm2",
+    "SMOLLM2_GGUF", "check_smollm2_gguf", "smollm2_folder", "load_smollm2", "FEW_WORDS",
+    "prompt_variant", "RECORDING_13_PATH", "RECORD_13_VARIANTS", "Replay", "record_13",
+    "load_recording_13", "replay", "first_sentence", "span_after_is", "reference_in_answer",
+    "ANSWER_POLICIES", "answer_policy_eval",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "default_cache_key", "HTTPJudge", "JudgeServer", "serve_judge",
     # Appendix B · The command line
@@ -810,17 +817,22 @@ def _generate_uncached(model, tok, instruction, max_new_tokens):
 
 @torch.no_grad()
 def generate(model, tok, instructions, max_new_tokens=48):
-    """Greedy answers, one str per instruction, decoded until PAD (or another special).
+    """Greedy answers, one str per instruction, decoded until a stop token (tok.stop_ids).
 
-    TinyGPT is decoded in one left-padded batch with a KV cache; any other callable model is
-    decoded one prompt at a time without a cache. Batched and one-at-a-time calls agree.
+    TinyGPT and a wrapped Hugging Face model (wrap_hf) are decoded in left-padded batches with a
+    KV cache; any other callable model one prompt at a time without a cache. Batched and
+    one-at-a-time calls agree. A prompt that leaves no room for max_new_tokens is a ValueError.
 
     Part 0 (shared by every lesson)."""
     _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
     if hasattr(model, "generate_answers"):  # a served model answers on its server (lesson 14)
         return model.generate_answers(list(instructions), max_new_tokens)
+    if isinstance(model, Replay):
+        return model.generate(tok, instructions, max_new_tokens)
     with _eval_mode(model):
+        if isinstance(model, HFCausalLM):
+            return _generate_hf(model, tok, instructions, max_new_tokens)
         if not isinstance(model, TinyGPT):
             return [_generate_uncached(model, tok, s, max_new_tokens) for s in instructions]
         return _generate_batched(model, tok, instructions, max_new_tokens)
@@ -1229,11 +1241,38 @@ def _batch_nll(model, token_lists, pad_id, device):
     ids = ids.to(device)
     logits = model_logits(model, ids[:, :-1])  # (B, T-1, V): position i predicts token i+1
     targets = ids[:, 1:].to(logits.device)  # a plain function may answer on another device
-    nll = F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")  # (B, T-1)
-    nll = nll.cpu().double()
+    nll = _token_nll(logits, targets)  # (B, T-1), on the CPU
     if nll.isnan().any():
         raise ValueError("the model's logits hold NaN: no loss can be computed")
     return nll
+
+
+_NLL_CHUNK = (
+    2**22
+)  # logits per chunk in _token_nll: 16 MB of float32 temporaries, whatever the batch
+
+
+def _token_nll(logits, targets, chunk=_NLL_CHUNK):
+    """-log softmax(logits)[target] at every position, float64 (targets' shape), within about
+    3e-7 relative of a float64 log-softmax of the same logits, and at float32's speed.
+
+    With m the largest logit: NLL = (m - target logit) + log1p(sum of exp(x - m) over every other
+    logit). The difference is exact in float64; the largest term, exactly 1, is kept out of the
+    sum, so a confident token's tiny NLL keeps its digits (float32 log-softmax rounds 1 + 1e-7 to
+    1, an NLL of 0; over SmolLM2's 49,152 logits it was 8e-5 off). The exponentials are float32,
+    a chunk of positions at a time, so no copy of a long batch's logits is ever whole."""
+    V = logits.shape[-1]
+    flat, flat_targets = logits.reshape(-1, V), targets.reshape(-1, 1)  # (N, V), (N, 1)
+    nll = torch.empty(flat.shape[0], dtype=torch.float64)
+    rows = max(1, chunk // V)
+    for begin in range(0, flat.shape[0], rows):
+        x = flat[begin : begin + rows].float()  # (n, V)
+        top, arg = x.max(-1)  # (n,)
+        rest = (x - top[:, None]).exp_().scatter_(1, arg[:, None], 0.0).sum(-1)  # (n,)
+        target = x.gather(1, flat_targets[begin : begin + rows])[:, 0]  # (n,)
+        gap = top.double() - target.double()  # exact: two float32 numbers, subtracted in float64
+        nll[begin : begin + rows] = (gap + torch.log1p(rest.double())).cpu()
+    return nll.view(targets.shape)
 
 
 def _window_args(model, max_len, stride):
@@ -3992,9 +4031,9 @@ class HFTokenizer:
         self.pad_id = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else eos
         self.stop_ids = frozenset({eos, *stop_ids})
         self.vocab_size = len(hf_tokenizer)
-        self.prompt_format = (
-            "chat_template" if getattr(hf_tokenizer, "chat_template", None) else "plain"
-        )
+        self.use_chat_template = bool(getattr(hf_tokenizer, "chat_template", None))
+        self.prompt_format = "chat_template" if self.use_chat_template else "plain"
+        self.instruction_suffix = ""  # appended to every instruction (lesson 13's prompt_variant)
 
     def encode(self, text):
         """Text -> ids, no special tokens added."""
@@ -4008,7 +4047,8 @@ class HFTokenizer:
     def encode_prompt(self, instruction):
         """The instruction as the model expects a question: chat template, else PLAIN_PROMPT."""
         _check_str("instruction", instruction)
-        if self.prompt_format == "chat_template":
+        instruction += self.instruction_suffix
+        if self.use_chat_template:
             text = self.hf.apply_chat_template(
                 [{"role": "user", "content": instruction}],
                 tokenize=False,
@@ -4018,7 +4058,7 @@ class HFTokenizer:
         return list(self.bos_ids) + self.encode(PLAIN_PROMPT.format(instruction=instruction))
 
     def _prefix(self):
-        return PLAIN_ANSWER_PREFIX if self.prompt_format == "plain" else ""
+        return "" if self.use_chat_template else PLAIN_ANSWER_PREFIX
 
     def encode_answer(self, answer):
         """The answer's ids as they follow the prompt, and the EOS that ends it."""
@@ -4029,6 +4069,96 @@ class HFTokenizer:
         """Generated ids -> the answer text, without the space that follows "Answer:"."""
         text = self.decode(ids)
         return text[len(self._prefix()) :] if text.startswith(self._prefix()) else text
+
+
+def prompt_budget(model, tok, instructions, max_new_tokens=48):
+    """Token counts of the prompts generate would build: each prompt's length, the tokens its
+    format adds to the instruction (a chat template's system prompt, say), the model's context and
+    the room left after the longest prompt and max_new_tokens (below 0: generate refuses).
+
+    Lesson 11."""
+    _check_strings("instructions", instructions)
+    _positive_int("max_new_tokens", max_new_tokens)
+    lengths = [len(tok.encode_prompt(s)) for s in instructions]
+    added = [n - len(tok.encode(s)) for n, s in zip(lengths, instructions)]
+    max_len = getattr(getattr(model, "config", None), "max_len", None)
+    longest = max(lengths, default=0)
+    return {
+        "prompt_tokens": lengths,
+        "format_tokens": added,
+        "longest": longest,
+        "max_new_tokens": max_new_tokens,
+        "max_len": max_len,
+        "room": None if max_len is None else max_len - longest - max_new_tokens,
+    }
+
+
+def _check_room(model, prompts, max_new_tokens):
+    """ValueError when the longest prompt + max_new_tokens overflow the context (nothing is cut)."""
+    longest = max(map(len, prompts))
+    if longest + max_new_tokens > model.config.max_len:
+        raise ValueError(
+            f"longest prompt ({longest} tokens) + max_new_tokens={max_new_tokens} exceeds the "
+            f"model's max_len={model.config.max_len}; ec.prompt_budget shows every prompt's length"
+        )
+
+
+GENERATE_BATCH = 64  # prompts decoded together by generate on a wrapped Hugging Face model
+
+
+@torch.no_grad()
+def _generate_hf(model, tok, instructions, max_new_tokens, batch_size=GENERATE_BATCH):
+    """Greedy decoding as transformers' generate(do_sample=False) does it: left padding, position
+    ids from the attention mask, the model's own KV cache, logits of the last position only."""
+    ids = _generate_hf_ids(model, tok, instructions, max_new_tokens, batch_size)
+    return [tok.decode_answer(row) for row in ids]
+
+
+def _generate_hf_ids(model, tok, instructions, max_new_tokens, batch_size=GENERATE_BATCH):
+    """The new token ids of each instruction's answer (stop token excluded), in input order."""
+    prompts = [tok.encode_prompt(s) for s in instructions]
+    _check_room(model, prompts, max_new_tokens)
+    answers = [None] * len(prompts)
+    for rows in length_batches([len(p) for p in prompts], batch_size, max_padding=1.0):
+        tokens = _decode_batch(model, tok, [prompts[r] for r in rows], max_new_tokens)
+        for r, row in zip(rows, tokens):
+            answers[r] = row
+    return answers
+
+
+def _decode_batch(model, tok, prompts, max_new_tokens):
+    """The new token ids of each prompt (stop token excluded), decoded in one left-padded batch."""
+    device = _device_of(model)
+    B, L = len(prompts), max(map(len, prompts))
+    ids = torch.full((B, L), tok.pad_id, dtype=torch.long)
+    mask = torch.zeros(B, L, dtype=torch.long)
+    for i, p in enumerate(prompts):  # left padding: every prompt ends at column L - 1
+        ids[i, L - len(p) :], mask[i, L - len(p) :] = torch.tensor(p), 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(1) - 1).clamp(min=0)  # (B, L): each prompt starts at position 0
+    stops = torch.tensor(sorted(tok.stop_ids), device=device)
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    out, n_new, past = [], torch.zeros(B, dtype=torch.long, device=device), None
+    for _ in range(max_new_tokens):
+        step = model.hf(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        nxt = step.logits[:, -1].argmax(-1)  # (B,)
+        done |= torch.isin(nxt, stops)
+        if done.all():
+            break
+        out.append(nxt)
+        n_new += ~done  # a row's answer is its first n_new tokens
+        ids, past = nxt[:, None], step.past_key_values
+        mask = torch.cat([mask, mask.new_ones(B, 1)], dim=1)
+        positions = positions[:, -1:] + 1
+    rows = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(B)]
+    return [row[:n] for row, n in zip(rows, n_new.tolist())]
 
 
 def wrap_hf(hf_model, hf_tokenizer, add_bos=False):
@@ -4483,6 +4613,211 @@ def load_smollm2(device=None, add_bos=False):
     model, tok = load_hf(smollm2_folder(), device=device, add_bos=add_bos)
     model.config.name = SMOLLM2_NAME
     return model, tok
+
+
+# Prompt variants: the same instruction with or without the chat template, or with an instruction
+# appended; the record keeps the instruction as asked, so results pair example by example.
+FEW_WORDS = " Answer in a few words."
+
+
+def prompt_variant(tok, chat_template=True, suffix=""):
+    """A copy of a wrapped tokenizer whose prompts use (or skip) its chat template and append
+    suffix to every instruction; prompt_format names the variant, so every result records it.
+
+    Lesson 13."""
+    _check_str("suffix", suffix)
+    if not isinstance(tok, HFTokenizer):
+        raise ValueError(f"tok must be a wrapped Hugging Face tokenizer, got {type(tok).__name__}")
+    if chat_template and not getattr(tok.hf, "chat_template", None):
+        raise ValueError("chat_template=True, but the tokenizer has no chat template")
+    variant = copy.copy(tok)
+    variant.use_chat_template = bool(chat_template)
+    variant.prompt_format = "chat_template" if chat_template else "plain"
+    variant.instruction_suffix = suffix
+    if suffix:
+        variant.prompt_format += f" + {suffix.strip()!r}"
+    return variant
+
+
+# Recorded answers: lesson 13 replays SmolLM2's greedy answers (every variant, about 3 minutes to
+# generate on one thread) from a file checked against the GGUF's SHA-256, as lesson 06 does.
+RECORDING_13_PATH = ROOT / "data" / "recording_13.json"
+
+
+RECORD_13_VARIANTS = {  # name: (chat template?, suffix, fixtures)
+    "chat": (True, "", ("em", "f1", "judge")),
+    "plain": (False, "", ("em",)),
+    "chat, few words": (True, FEW_WORDS, ("em",)),
+}
+
+
+class Replay:
+    """Recorded answers standing in for a model: generate returns them (so exact_match_eval,
+    token_f1_eval and judge_eval score them), for the prompt format and max_new_tokens recorded.
+    It has no logits: a perplexity or a log-likelihood needs the live model.
+
+    Lesson 13."""
+
+    def __init__(self, answers, prompt_format, max_new_tokens, name="replay"):
+        self.answers, self.prompt_format = dict(answers), prompt_format
+        self.max_new_tokens, self.name = max_new_tokens, name
+
+    def __call__(self, ids):
+        raise ValueError(f"{self.name} replays recorded answers: it has no logits to score")
+
+    def generate(self, tok, instructions, max_new_tokens):
+        if getattr(tok, "prompt_format", None) != self.prompt_format:
+            raise ValueError(
+                f"{self.name} was recorded with prompt format {self.prompt_format!r}, "
+                f"not {getattr(tok, 'prompt_format', None)!r}"
+            )
+        if max_new_tokens != self.max_new_tokens:
+            raise ValueError(
+                f"{self.name} was recorded with max_new_tokens={self.max_new_tokens}, "
+                f"not {max_new_tokens}"
+            )
+        missing = [q for q in instructions if q not in self.answers]
+        if missing:
+            raise ValueError(f"{self.name} has no recorded answer to {missing[0]!r}")
+        return [self.answers[q] for q in instructions]
+
+
+def record_13(path=RECORDING_13_PATH, max_new_tokens=48):
+    """SmolLM2's greedy answers to the fixtures in every RECORD_13_VARIANTS prompt, and its
+    log-likelihoods of the multiple-choice items, with the GGUF's and fixtures' SHA-256
+    (`python evalcore.py record-13`).
+
+    Lesson 13."""
+    from datetime import datetime
+
+    torch.set_num_threads(1)  # as lesson 13 runs, so that its live checks match to the last bit
+    model, tok = load_smollm2()
+    fx, variants = load_fixtures(), {}
+    for name, (chat, suffix, keys) in RECORD_13_VARIANTS.items():
+        vtok = prompt_variant(tok, chat, suffix)
+        questions = list(dict.fromkeys(q for k in keys for q, _ in fx[k]))
+        answers = generate(model, vtok, questions, max_new_tokens=max_new_tokens)
+        variants[name] = {
+            "prompt_format": vtok.prompt_format,
+            "answers": dict(zip(questions, answers)),
+        }
+    rec = {
+        "note": "Greedy answers of SmolLM2-135M-Instruct; lesson 13 reads these, then checks a few "
+        "against the live model.",
+        "model": {
+            "file": SMOLLM2_FILE,
+            "sha256": SMOLLM2_SHA256,
+            "package": SMOLLM2_PACKAGE,
+            "version": SMOLLM2_VERSION,
+        },
+        "fixture": {"file": "data/fixtures.json", "sha256": _sha256(FIXTURES_PATH)},
+        "versions": _versions("transformers"),
+        "decoding": {
+            "method": "greedy",
+            "max_new_tokens": max_new_tokens,
+            "threads": torch.get_num_threads(),
+        },
+        "date": datetime.now(UTC).date().isoformat(),
+        "variants": variants,
+        "choice_logliks": choice_logliks(model, tok, multiple_choice_items()),
+    }
+    Path(path).write_text(
+        json.dumps(rec, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    return rec
+
+
+def load_recording_13(path=RECORDING_13_PATH):
+    """The recording, after checking that the installed GGUF and the fixtures are the ones it was
+    recorded from.
+
+    Lesson 13."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    gguf = _sha256(check_smollm2_gguf())
+    if rec["model"]["sha256"] != gguf:
+        raise ValueError(
+            f"{path} was recorded with {rec['model']['file']} {rec['model']['sha256'][:12]}, "
+            f"the installed one is {gguf[:12]}: run `python evalcore.py record-13`"
+        )
+    if rec["fixture"]["sha256"] != _sha256(FIXTURES_PATH):
+        raise ValueError(
+            f"{path} was recorded on another data/fixtures.json: run `python evalcore.py record-13`"
+        )
+    return rec
+
+
+def replay(rec, variant):
+    """A Replay of one recorded variant (a key of rec["variants"]).
+
+    Lesson 13."""
+    if variant not in rec["variants"]:
+        raise ValueError(f"variant must be one of {sorted(rec['variants'])}, got {variant!r}")
+    v = rec["variants"][variant]
+    return Replay(
+        v["answers"],
+        v["prompt_format"],
+        rec["decoding"]["max_new_tokens"],
+        name=f"SmolLM2 replay ({variant})",
+    )
+
+
+# Answer-extraction policies: what part of a long answer exact match compares. Each is fixed
+# before the reserved cases are seen (lesson 06), and named in the result's extras.
+def first_sentence(text):
+    """The text up to its first sentence end (., ! or ? before a space or the end; "365.25" and
+    "U.S." inside a word do not end it).
+
+    Lesson 13."""
+    _check_str("text", text)
+    match = re.search(r"[.!?](?=\s|$)", text)
+    return text[: match.end()] if match else text
+
+
+def span_after_is(text):
+    """In the first sentence, the words after its first " is " or " are " (the copula that names
+    the answer in "The capital of France is Paris."); the whole first sentence when there is none.
+
+    Lesson 13."""
+    sentence = first_sentence(text)
+    match = re.search(r"\b(?:is|are)\s+(.+)", sentence)
+    return match.group(1) if match else sentence
+
+
+def reference_in_answer(prediction, reference):
+    """1.0 if any reference appears in the prediction as a whole-word span, both normalised as
+    SQuAD normalises (lowercase, no punctuation, no articles), else 0.0. It forgives any wording
+    around the answer, and accepts "not Paris" and "Paris or Rome" for Paris.
+
+    Lesson 13."""
+    _check_prediction(prediction)
+    words = f" {normalise_squad(prediction)} "
+    refs = [normalise_squad(r) for r in _references(reference)]
+    return float(any(f" {r} " in words for r in refs if r))
+
+
+ANSWER_POLICIES = {
+    "whole answer": lambda pred, ref: exact_match(pred, ref),
+    "first sentence": lambda pred, ref: exact_match(first_sentence(pred), ref),
+    "span after 'is'": lambda pred, ref: exact_match(span_after_is(pred), ref),
+    "reference in answer": reference_in_answer,
+}
+
+
+def answer_policy_eval(result, policy):
+    """An exact-match result re-scored under one of ANSWER_POLICIES (the same predictions), with
+    the policy in extras["answer_policy"]; pairs with the original (paired_difference).
+
+    Lesson 13."""
+    if result.name != "exact_match":
+        raise ValueError(f"result must be an exact_match result, got {result.name!r}")
+    if policy not in ANSWER_POLICIES:
+        raise ValueError(f"policy must be one of {list(ANSWER_POLICIES)}, got {policy!r}")
+    score = ANSWER_POLICIES[policy]
+    records = [r | {"score": score(r["prediction"], r["reference"])} for r in result.per_example]
+    extras = {k: v for k, v in result.extras.items() if k not in ("ci95", "n", "ci_method")}
+    extras["answer_policy"] = policy
+    value = _mean(r["score"] for r in records)
+    return with_interval(EvalResult("exact_match", value, records, extras))
 
 
 # =================================================================================================
@@ -5758,7 +6093,8 @@ def _steps_arg(text):
 
 
 def main(argv=None):
-    """`python evalcore.py [demo|checkpoint|record|serve-judge] ...`; returns the exit status.
+    """`python evalcore.py [demo|checkpoint|record|record-13|serve-judge|serve-vllm|record-served]
+    ...`; returns the exit status.
 
     Appendix B (the command line)."""
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
@@ -5766,10 +6102,21 @@ def main(argv=None):
         "command",
         nargs="?",
         default="demo",
-        choices=["demo", "checkpoint", "record", "serve-judge", "serve-vllm", "record-served"],
+        choices=[
+            "demo",
+            "checkpoint",
+            "record",
+            "record-13",
+            "serve-judge",
+            "serve-vllm",
+            "record-served",
+        ],
         help="demo (default): train, evaluate, report; checkpoint: rebuild every "
-        "shipped checkpoint; record: re-record data/recording_06.json; "
-        "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1",
+        "shipped checkpoint; record: re-record data/recording_06.json; record-13: re-record "
+        "data/recording_13.json (SmolLM2, about 5 min); "
+        "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1; serve-vllm: "
+        "SmolLM2 behind vLLM on 127.0.0.1 (make serve); record-served: re-record lessons 09 "
+        "and 14's served responses",
     )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--steps", type=_steps_arg, default=None, help="training steps (>= 1)")
@@ -5788,6 +6135,8 @@ def main(argv=None):
             build_checkpoints(args.seed)
         elif args.command == "record":
             record_06()
+        elif args.command == "record-13":
+            record_13()
         elif args.command == "serve-judge":
             serve_judge(args.port)
         elif args.command == "serve-vllm":

@@ -29,7 +29,7 @@ def smollm2():
 # ----------------------------------------------------------------------------------------------
 
 
-def write_tiny_gguf(path, seed=0, d=16, ff=32):
+def write_tiny_gguf(path, seed=0, d=16, ff=32, context=64):
     """A llama GGUF file of about 12 k float32 parameters, as llama.cpp lays one out."""
     spec = json.loads(ec.train_bpe_tokenizer(TEXTS * 3, vocab_size=300)._tokenizer.to_str())
     vocab = spec["model"]["vocab"]
@@ -37,7 +37,7 @@ def write_tiny_gguf(path, seed=0, d=16, ff=32):
     merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_name("tiny llama")
-    w.add_context_length(64)
+    w.add_context_length(context)
     w.add_block_count(1)
     w.add_embedding_length(d)
     w.add_feed_forward_length(ff)
@@ -258,3 +258,370 @@ def test_smollm2_answers_and_stops_at_its_end_of_turn(smollm2):
     assert tok.hf.convert_ids_to_tokens(sorted(tok.stop_ids)) == ["<|im_end|>"]
     (answer,) = ec.generate(model, tok, ["What is the capital of France?"], max_new_tokens=16)
     assert answer == "The capital of France is Paris."
+
+
+# ----------------------------------------------------------------------------------------------
+# Token losses exact on a real vocabulary
+# ----------------------------------------------------------------------------------------------
+
+
+def float64_nll(logits, targets):
+    """The reference: a float64 log-softmax of the same logits, picked at the targets."""
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    return -logp.gather(-1, targets[..., None])[..., 0]
+
+
+@pytest.mark.parametrize("confidence", [0.0, 12.0, 25.0])
+def test_token_losses_match_float64_on_a_100k_vocabulary(confidence):
+    g = torch.Generator().manual_seed(0)
+    V, B, T = 100_000, 3, 40
+    logits = torch.randn(B, T, V, generator=g) * 2
+    targets = torch.randint(V, (B, T), generator=g)
+    logits.scatter_add_(-1, targets[..., None], torch.full((B, T, 1), confidence))  # tiny NLLs
+    reference = float64_nll(logits, targets)
+    ours = ec._token_nll(logits, targets)
+    assert ours.dtype == torch.float64 and ours.shape == (B, T)
+    assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
+    # chunks of 7 positions give the same numbers: the chunking changes no loss
+    assert torch.equal(ec._token_nll(logits, targets, chunk=7 * V), ours)
+    if confidence == 25.0:  # float32's log-softmax rounds these NLLs (about 1e-6) to 0 or 2x
+        plain = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        assert not torch.allclose(plain.double(), reference, rtol=1e-2, atol=0)
+
+
+def test_token_nll_keeps_infinite_and_refuses_nan_losses():
+    logits = torch.tensor([[[0.0, -float("inf"), 1.0], [0.0, 0.0, 0.0]]])
+    nll = ec._token_nll(logits, torch.tensor([[1, 2]]))
+    assert nll[0, 0] == float("inf") and nll[0, 1] == pytest.approx(np.log(3), rel=1e-12)
+    bad = lambda ids: torch.full((*ids.shape, 259), float("nan"))  # noqa: E731
+    with pytest.raises(ValueError, match="logits hold NaN"):
+        ec.perplexity_eval(bad, ec.InstructionTokenizer(), ["abc"])
+
+
+def test_perplexity_on_a_100k_vocabulary_matches_float64(tok):
+    g = torch.Generator().manual_seed(1)
+    table = torch.randn(ec.InstructionTokenizer.vocab_size, 100_000, generator=g) * 3
+    model = lambda ids: table[ids]  # noqa: E731  (a fixed logit row per input token)
+    texts = ["Owls hunt at night.", "Bees make honey from nectar, high above the meadow."]
+    result = ec.perplexity_eval(model, tok, texts, max_len=16, stride=8, batch_size=2)
+    total = 0.0
+    for text, record in zip(texts, result.per_example):
+        ids = torch.tensor(tok.encode(text))
+        # every token after the first is scored once; with a context-free model its loss
+        # depends only on the token before it, whatever the window
+        reference = float64_nll(table[ids[:-1]], ids[1:])
+        ours = torch.tensor(record["token_nll"], dtype=torch.float64)
+        assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
+        total += float(reference.sum())
+    assert result.extras["total_nll"] == pytest.approx(total, rel=1e-6)
+
+
+def test_smollm2_perplexity_matches_float64_and_hf_own_loss(smollm2):
+    model, tok = smollm2
+    text = ec.load_fixtures()["lm"][0]
+    ids = torch.tensor([tok.encode(text)])
+    with torch.no_grad():
+        logits = model.hf(input_ids=ids).logits
+        hf_loss = float(model.hf(input_ids=ids, labels=ids).loss)  # HF shifts the labels itself
+    reference = float64_nll(logits[0, :-1], ids[0, 1:])
+    result = ec.perplexity_eval(model, tok, [text])
+    ours = torch.tensor(result.per_example[0]["token_nll"], dtype=torch.float64)
+    assert len(ours) == ids.shape[1] - 1 == 13
+    assert torch.allclose(ours, reference, rtol=1e-6, atol=0)
+    assert result.per_example[0]["nll"] == pytest.approx(float(reference.sum()), rel=1e-6)
+    assert result.extras["mean_nll"] == pytest.approx(hf_loss, rel=1e-5)
+
+
+def test_smollm2_perplexity_is_batch_size_invariant(smollm2):
+    model, tok = smollm2
+    texts = ec.load_fixtures()["lm"]
+    one = ec.perplexity_eval(model, tok, texts, batch_size=1)
+    many = ec.perplexity_eval(model, tok, texts, batch_size=8)
+    assert many.value == pytest.approx(one.value, rel=1e-6)
+    for a, b in zip(one.per_example, many.per_example):
+        assert a["n_tokens"] == b["n_tokens"]
+        assert a["nll"] == pytest.approx(b["nll"], rel=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------
+# Fast generation: batched, KV-cached, token for token as Hugging Face's greedy generate
+# ----------------------------------------------------------------------------------------------
+
+
+def fixture_prompts():
+    fx = ec.load_fixtures()
+    return [q for k in ("em", "f1", "judge") for q, _ in fx[k]]  # the 60 fixture prompts
+
+
+@torch.no_grad()
+def uncached_greedy(model, tok, instruction, max_new_tokens):
+    """The reference: one prompt, the full forward at every step, no cache, no padding."""
+    ids = torch.tensor([tok.encode_prompt(instruction)])
+    out = []
+    for _ in range(max_new_tokens):
+        nxt = int(model.hf(input_ids=ids).logits[0, -1].argmax())
+        if nxt in tok.stop_ids:
+            break
+        out.append(nxt)
+        ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return out
+
+
+@torch.no_grad()
+def hf_generate(model, tok, instructions, max_new_tokens):
+    """transformers' own greedy generate on the left-padded batch, cut at the first stop token."""
+    prompts = [tok.encode_prompt(q) for q in instructions]
+    L = max(map(len, prompts))
+    ids = torch.tensor([[tok.pad_id] * (L - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in prompts])
+    out = model.hf.generate(
+        ids,
+        attention_mask=mask,
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=sorted(tok.stop_ids),
+        pad_token_id=tok.pad_id,
+    )
+    answers = []
+    for row in out[:, L:].tolist():
+        stop = next((i for i, t in enumerate(row) if t in tok.stop_ids), len(row))
+        answers.append(row[:stop])
+    return answers
+
+
+@pytest.fixture
+def tiny_llama(tmp_path, cache):
+    write_tiny_gguf(tmp_path / "tiny.gguf", context=256)
+    return ec.load_hf(tmp_path, gguf_file="tiny.gguf")
+
+
+def test_generation_on_a_tiny_llama_equals_the_uncached_loop_and_hf_generate(tiny_llama):
+    model, tok = tiny_llama
+    prompts = fixture_prompts()
+    ours = ec._generate_hf_ids(model, tok, prompts, 24)
+    assert ours == hf_generate(model, tok, prompts, 24)
+    for q, answer in zip(prompts, ours):
+        assert answer == uncached_greedy(model, tok, q, 24), q
+    assert ec.generate(model, tok, prompts[:5], 24) == [tok.decode_answer(a) for a in ours[:5]]
+    # batches of 7, or one prompt at a time, give the same tokens
+    assert ec._generate_hf_ids(model, tok, prompts, 24, batch_size=7) == ours
+    assert [ec._generate_hf_ids(model, tok, [q], 24)[0] for q in prompts[:6]] == ours[:6]
+
+
+def test_generation_stops_at_every_stop_id_and_keeps_a_pad_like_token(tiny_llama):
+    model, tok = tiny_llama
+    prompts = fixture_prompts()[:8]
+    free = ec._generate_hf_ids(model, tok, prompts, 24)
+    stop = free[0][3]  # the 4th token of the first answer becomes a stop token
+    tok.stop_ids = frozenset(tok.stop_ids | {stop})
+    stopped = ec._generate_hf_ids(model, tok, prompts, 24)
+    for a, b in zip(free, stopped):
+        cut = a.index(stop) if stop in a else len(a)
+        assert b == a[:cut]
+    assert len(stopped[0]) < len(free[0])
+    tok.stop_ids = frozenset(tok.stop_ids - {stop})
+    tok.pad_id = stop  # padding with a token the model also generates changes no answer
+    assert ec._generate_hf_ids(model, tok, prompts, 24) == free
+
+
+def test_the_prompt_budget_is_counted_and_an_overflow_refused(tiny_llama):
+    model, tok = tiny_llama
+    q = "Which planet is red?"
+    budget = ec.prompt_budget(model, tok, [q, q + " " + q], max_new_tokens=10)
+    wrapped = tok.hf.encode(f"<user>{q}</user><bot>", add_special_tokens=False)
+    assert budget["prompt_tokens"][0] == len(wrapped) == len(tok.encode_prompt(q))
+    assert budget["format_tokens"][0] == len(wrapped) - len(tok.encode(q))
+    assert budget["max_len"] == 256 and budget["longest"] == budget["prompt_tokens"][1]
+    assert budget["room"] == 256 - budget["longest"] - 10
+    long_question = " ".join(["Owls hunt at night."] * 60)
+    n = len(tok.encode_prompt(long_question))
+    assert n > 256
+    with pytest.raises(ValueError, match=rf"longest prompt \({n} tokens\) \+ max_new_tokens=4 "):
+        ec.generate(model, tok, [q, long_question], max_new_tokens=4)
+    assert ec.prompt_budget(model, tok, [long_question], 4)["room"] == 256 - n - 4
+
+
+@pytest.fixture(scope="module")
+def smollm2_answers(smollm2):
+    model, tok = smollm2
+    return ec._generate_hf_ids(model, tok, fixture_prompts(), 48)
+
+
+def test_smollm2_generation_equals_hf_generate_on_the_60_fixture_prompts(smollm2, smollm2_answers):
+    model, tok = smollm2
+    assert smollm2_answers == hf_generate(model, tok, fixture_prompts(), 48)
+
+
+def test_smollm2_generation_equals_the_uncached_loop(smollm2, smollm2_answers):
+    model, tok = smollm2
+    prompts = fixture_prompts()
+    for i in (0, 2, 21, 45):  # a short answer, the hallucination, two long ones: 12 tokens each
+        assert smollm2_answers[i][:12] == uncached_greedy(model, tok, prompts[i], 12), prompts[i]
+
+
+# ----------------------------------------------------------------------------------------------
+# Answer-extraction policies, by hand
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The capital of France is Paris. It is big.", "The capital of France is Paris."),
+        ("It takes 365.25 days. Then more.", "It takes 365.25 days."),
+        ("Really? Yes.", "Really?"),
+        ("No sentence end here", "No sentence end here"),
+        ("Water boils at 100°C!\nAt sea level.", "Water boils at 100°C!"),
+        ("", ""),
+    ],
+)
+def test_first_sentence_by_hand(text, expected):
+    assert ec.first_sentence(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The capital of France is Paris.", "Paris."),
+        ('The planet designated as the "Red Planet" is Mars. It is red.', "Mars."),
+        ("Bees are insects that make honey.", "insects that make honey."),
+        ("Tokyo.", "Tokyo."),  # no copula: the first sentence
+        ("This island is nice.", "nice."),  # "is" inside "This" and "island" is no copula
+    ],
+)
+def test_span_after_is_by_hand(text, expected):
+    assert ec.span_after_is(text) == expected
+
+
+@pytest.mark.parametrize(
+    "prediction, reference, expected",
+    [
+        ("The capital of France is Paris.", "Paris", 1.0),
+        ("It is PARIS!", ["Lyon", "Paris"], 1.0),
+        ("Parisian food", "Paris", 0.0),  # a whole-word span only
+        ("The answer is not Paris.", "Paris", 1.0),  # wrongly accepted
+        ("Paris or Rome", "Paris", 1.0),  # wrongly accepted
+        ("Il Coriobella, Italy.", "Rome", 0.0),
+        ("the Pacific Ocean", "Pacific Ocean", 1.0),
+        ("anything", ["", "the"], 0.0),  # a reference that normalises to nothing matches nothing
+    ],
+)
+def test_reference_in_answer_by_hand(prediction, reference, expected):
+    assert ec.reference_in_answer(prediction, reference) == expected
+
+
+def em_result(pairs_and_predictions):
+    records = [
+        {"instruction": q, "prediction": p, "reference": r, "score": ec.exact_match(p, r)}
+        for q, r, p in pairs_and_predictions
+    ]
+    value = sum(r["score"] for r in records) / len(records)
+    return ec.with_interval(ec.EvalResult("exact_match", value, records, {"prompt_format": "x"}))
+
+
+def test_answer_policies_rescore_the_same_predictions():
+    result = em_result(
+        [
+            ("q1", "Paris", "The capital of France is Paris."),
+            ("q2", "Mars", "Mars. The red planet."),
+            ("q3", "Rome", "Not Rome, surely."),
+            ("q4", "Tokyo", "Tokyo"),
+        ]
+    )
+    assert result.value == 0.25  # only the bare "Tokyo"
+    by_policy = {p: ec.answer_policy_eval(result, p) for p in ec.ANSWER_POLICIES}
+    scores = {p: [r["score"] for r in res.per_example] for p, res in by_policy.items()}
+    assert scores == {
+        "whole answer": [0, 0, 0, 1],
+        "first sentence": [0, 1, 0, 1],
+        "span after 'is'": [1, 1, 0, 1],
+        "reference in answer": [1, 1, 1, 1],  # "Not Rome" accepted
+    }
+    for p, res in by_policy.items():
+        assert res.extras["answer_policy"] == p and res.extras["prompt_format"] == "x"
+        assert res.extras["ci95"] == list(ec.wilson_interval(int(sum(scores[p])), 4))
+    diff = ec.paired_difference(result, by_policy["reference in answer"])
+    assert (diff["diff"], diff["rescued"], diff["broke"]) == (0.75, 3, 0)
+    assert result.per_example[0]["score"] == 0  # the original is left as it was
+
+
+def test_answer_policy_eval_refuses_unknown_policies_and_other_evals():
+    result = em_result([("q", "Paris", "Paris")])
+    with pytest.raises(ValueError, match="policy must be one of"):
+        ec.answer_policy_eval(result, "lenient")
+    with pytest.raises(ValueError, match="must be an exact_match result"):
+        ec.answer_policy_eval(ec.EvalResult("token_f1", 1.0, []), "first sentence")
+
+
+# ----------------------------------------------------------------------------------------------
+# Prompt variants and recorded answers
+# ----------------------------------------------------------------------------------------------
+
+
+def test_prompt_variants_of_smollm2(smollm2):
+    _, tok = smollm2
+    q = "What is the capital of France?"
+    chat = tok.hf.apply_chat_template(
+        [{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True
+    )
+    assert tok.decode(tok.encode_prompt(q)) == chat.replace("<|im_start|>", "").replace(
+        "<|im_end|>", ""
+    )  # decode drops the special tokens
+    assert tok.encode_prompt(q) == tok.hf.encode(chat, add_special_tokens=False)
+    plain = ec.prompt_variant(tok, chat_template=False)
+    assert plain.encode_prompt(q) == tok.encode(ec.PLAIN_PROMPT.format(instruction=q))
+    assert plain.prompt_format == "plain" and plain.decode_answer(tok.encode(" Paris")) == "Paris"
+    few = ec.prompt_variant(tok, suffix=ec.FEW_WORDS)
+    assert few.prompt_format == "chat_template + 'Answer in a few words.'"
+    assert few.encode_prompt(q) == tok.hf.encode(
+        tok.hf.apply_chat_template(
+            [{"role": "user", "content": q + ec.FEW_WORDS}],
+            tokenize=False,
+            add_generation_prompt=True,
+        ),
+        add_special_tokens=False,
+    )
+    assert tok.prompt_format == "chat_template" and tok.instruction_suffix == ""  # untouched
+    with pytest.raises(ValueError, match="wrapped Hugging Face tokenizer"):
+        ec.prompt_variant(ec.InstructionTokenizer())
+
+
+def test_a_replay_scores_its_recorded_answers_and_refuses_what_it_has_not():
+    answers = {"Capital of France?": "Paris.", "Red planet?": "It is Mars."}
+    rep = ec.Replay(answers, "plain", 48, name="r")
+    tok = type("Tok", (), {"prompt_format": "plain"})()
+    pairs = [("Capital of France?", "Paris"), ("Red planet?", "Mars")]
+    result = ec.exact_match_eval(rep, tok, pairs)
+    assert [r["prediction"] for r in result.per_example] == ["Paris.", "It is Mars."]
+    assert result.value == 0.5
+    with pytest.raises(ValueError, match="no recorded answer to 'Other'"):
+        ec.generate(rep, tok, ["Other"], max_new_tokens=48)
+    with pytest.raises(ValueError, match="max_new_tokens=48, not 16"):
+        ec.generate(rep, tok, ["Red planet?"], max_new_tokens=16)
+    tok.prompt_format = "chat_template"
+    with pytest.raises(ValueError, match="prompt format 'plain', not 'chat_template'"):
+        ec.generate(rep, tok, ["Red planet?"], max_new_tokens=48)
+    with pytest.raises(ValueError, match="has no logits"):
+        ec.perplexity_eval(rep, ec.InstructionTokenizer(), ["abc"])
+
+
+def test_the_recording_matches_the_live_model(smollm2, smollm2_answers):
+    model, tok = smollm2
+    rec = ec.load_recording_13()
+    chat = rec["variants"]["chat"]["answers"]
+    for q, ids in zip(fixture_prompts(), smollm2_answers):
+        assert chat[q] == tok.decode_answer(ids), q
+    items = ec.multiple_choice_items()
+    live = ec.choice_logliks(model, tok, items[:3])
+    assert np.allclose(live, rec["choice_logliks"][:3], rtol=1e-6, atol=0)
+
+
+def test_a_recording_of_another_model_is_refused(tmp_path):
+    rec = json.loads(ec.RECORDING_13_PATH.read_text(encoding="utf-8"))
+    rec["model"]["sha256"] = "0" * 64
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(rec), encoding="utf-8")
+    with pytest.raises(ValueError, match="was recorded with .* 000000000000.*record-13"):
+        ec.load_recording_13(path)
+    with pytest.raises(ValueError, match="variant must be one of"):
+        ec.replay(ec.load_recording_13(), "shouting")
