@@ -41,7 +41,9 @@ Lesson 08 · Robustness under perturbation  (notebooks/08_robustness.ipynb)
     add_distractor, lowercase, uppercase, robustness_eval
 Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
     judge_messages, parse_judge_reply, verbosity_check, pass_fail_agreement,
-    judge_metric_agreement, judge_pair_agreement; the judge HTTPJudge and JudgeServer (Appendix A)
+    judge_metric_agreement, judge_pair_agreement, judge_prompt_text, score_distribution,
+    next_token_logprobs_local, ProbabilityJudge, pairwise_messages, position_bias,
+    load_course_labels, kappa_with_interval; the judge HTTPJudge and JudgeServer (Appendix A)
 Lesson 10 · Learning aggregate weights  (notebooks/10_learning_weights.ipynb)
     aggregate_models, WeightFit, fit_weights, leave_one_model_out
 Lesson 11 · A real Hugging Face model  (notebooks/11_real_model.ipynb)
@@ -53,11 +55,16 @@ Lesson 13 · A real instruct model  (notebooks/13_real_instruct_model.ipynb)
     check_smollm2_gguf, smollm2_folder, load_smollm2, prompt_variant, Replay, record_13,
     load_recording_13, replay, first_sentence, span_after_is, reference_in_answer,
     answer_policy_eval
+Lesson 14 · A served model  (notebooks/14_served_model.ipynb)
+    echoed_prompt_logprobs, load_served, token_logprobs_local, served_sanity_check,
+    smollm2_server, load_served_recording, served_source, close_served_source; the model
+    ServedModel (Appendix A)
 Appendix A · HTTP transport
-    default_cache_key, HTTPJudge, JudgeServer, serve_judge
+    ServerUnavailable, HTTPClient, default_cache_key, HTTPJudge, ServedModel, JudgeServer,
+    serve_judge, VLLMServer, request_key, ReplayServer
 Appendix B · The command line
     provenance, run_demo, build_checkpoint, build_hf_checkpoint, build_checkpoints, record_06,
-    main
+    serve_vllm, record_served, main
 """
 
 import argparse
@@ -138,6 +145,9 @@ __all__ = [
     # Lesson 09 · A real judge over HTTP
     "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER",
     "verbosity_check", "pass_fail_agreement", "judge_metric_agreement", "judge_pair_agreement",
+    "JUDGE_SCORE_PREFIX", "judge_prompt_text", "score_distribution", "next_token_logprobs_local",
+    "ProbabilityJudge", "PAIRWISE_RUBRIC", "PAIRWISE_PREFIX", "pairwise_messages",
+    "position_bias", "COURSE_LABELS_PATH", "load_course_labels", "kappa_with_interval",
     # Lesson 10 · Learning aggregate weights
     "aggregate_models", "WeightFit", "fit_weights", "leave_one_model_out",
     # Lesson 11 · A real Hugging Face model
@@ -155,11 +165,19 @@ __all__ = [
     "prompt_variant", "RECORDING_13_PATH", "RECORD_13_VARIANTS", "Replay", "record_13",
     "load_recording_13", "replay", "first_sentence", "span_after_is", "reference_in_answer",
     "ANSWER_POLICIES", "answer_policy_eval",
+    # Lesson 14 · A served model
+    "SERVED_IN_FLIGHT", "echoed_prompt_logprobs", "load_served", "token_logprobs_local",
+    "SANITY_TOLERANCE", "served_sanity_check", "SERVED_SMOLLM2", "SERVED_MAX_MODEL_LEN",
+    "RECORDING_09_PATH", "RECORDING_14_PATH", "smollm2_server", "load_served_recording",
+    "served_source", "close_served_source",
     # Appendix A · HTTP transport
-    "RETRY_STATUSES", "default_cache_key", "HTTPJudge", "JudgeServer", "serve_judge",
+    "RETRY_STATUSES", "ServerUnavailable", "HTTPClient", "default_cache_key", "HTTPJudge",
+    "ServedModel", "JudgeServer", "serve_judge", "VLLM_PYTHON", "VLLM_FLAGS", "VLLMServer",
+    "request_key", "ReplayServer",
     # Appendix B · The command line
     "DEMO_STEPS", "DEMO_THREADS", "provenance", "run_demo", "build_checkpoint",
-    "build_hf_checkpoint", "build_checkpoints", "record_06", "main",
+    "build_hf_checkpoint", "build_checkpoints", "record_06", "serve_vllm", "record_served",
+    "main",
 ]
 # fmt: on
 
@@ -5014,7 +5032,7 @@ def close_served_source(source, recording_path):
 
 
 # =================================================================================================
-# Appendix A · HTTP transport: the judge's client and a local OpenAI-compatible server
+# Appendix A · HTTP transport: the clients (judge, served model), local servers, vLLM, replays
 # =================================================================================================
 
 RETRY_STATUSES = frozenset(
@@ -5872,7 +5890,7 @@ class _ReplayHandler(_JudgeHandler):
 
 
 # =================================================================================================
-# Appendix B · The command line: the demo, checkpoint builders, record, serve-judge
+# Appendix B · The command line: the demo, checkpoint builders, record, serve-judge, serve-vllm
 # =================================================================================================
 
 DEMO_STEPS = 300  # half the checkpoint's training
