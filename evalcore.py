@@ -6068,6 +6068,13 @@ def serve_vllm():
     """SmolLM2 behind vLLM on 127.0.0.1 until Ctrl-C, then stopped by its PID (`make serve`).
 
     Appendix B (the command line)."""
+    import signal
+
+    def stop(signum, frame):  # a kill or a closed terminal stops the server too, by its PID
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
     with smollm2_server() as server:
         print(
             f"vLLM (PID {server.pid}) serves {server.model!r} at {server.url}\n"
