@@ -261,3 +261,24 @@ def test_a_first_logprob_that_is_a_number_is_not_this_prompts():
         ec.echoed_prompt_logprobs(body, 3)
     ok = {"choices": [{"logprobs": {"token_logprobs": [None, -2.0, -3.0, -0.1]}}]}
     assert ec.echoed_prompt_logprobs(ok, 3) == [None, -2.0, -3.0]  # the generated one dropped
+
+
+def test_the_vllm_command_binds_loopback_and_caches_inside_evalcores_cache(tmp_path, monkeypatch):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    monkeypatch.setenv("EVALCORE_CACHE", str(tmp_path / "cache"))
+    server = ec.VLLMServer(folder, "m", max_model_len=512, python=tmp_path / "no-python")
+    server.port = 5555
+    command = server.command()
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert command[command.index("--max-model-len") + 1] == "512"
+    assert set(ec.VLLM_FLAGS) <= set(command) and "--dtype" in command
+    env = server.environment()
+    assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "cache" / "vllm")
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
+    with pytest.raises(ValueError, match="run `make vllm`"):
+        server.start()
+    with pytest.raises(ValueError, match="config.json"):
+        ec.VLLMServer(tmp_path)
+    server.stop()  # never started: nothing to stop, no error
