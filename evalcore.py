@@ -60,8 +60,8 @@ Lesson 14 · A served model  (notebooks/14_served_model.ipynb)
     smollm2_server, load_served_recording, served_source, close_served_source; the model
     ServedModel (Appendix A)
 Appendix A · HTTP transport
-    ServerUnavailable, HTTPClient, default_cache_key, HTTPJudge, ServedModel, JudgeServer,
-    serve_judge, VLLMServer, request_key, ReplayServer
+    ServerUnavailable, HTTPClient, default_cache_key, HTTPJudge, ServedModel, ServedTokenizer,
+    JudgeServer, serve_judge, VLLMServer, request_key, ReplayServer
 Appendix B · The command line
     provenance, run_demo, build_checkpoint, build_hf_checkpoint, build_checkpoints, record_06,
     serve_vllm, record_served, main
@@ -172,8 +172,8 @@ __all__ = [
     "served_source", "close_served_source",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "ServerUnavailable", "HTTPClient", "default_cache_key", "HTTPJudge",
-    "ServedModel", "JudgeServer", "serve_judge", "VLLM_PYTHON", "VLLM_FLAGS", "VLLMServer",
-    "request_key", "ReplayServer",
+    "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON", "VLLM_FLAGS",
+    "VLLMServer", "request_key", "ReplayServer",
     # Appendix B · The command line
     "DEMO_STEPS", "DEMO_THREADS", "provenance", "run_demo", "build_checkpoint",
     "build_hf_checkpoint", "build_checkpoints", "record_06", "serve_vllm", "record_served",
@@ -4877,14 +4877,17 @@ def echoed_prompt_logprobs(body, n_prompt):
     return [None, *map(float, rest)]
 
 
-def load_served(base_url, model, tokenizer, **kwargs):
+def load_served(base_url, model, tokenizer=None, **kwargs):
     """(model, tok) for a model behind an OpenAI-compatible server: every eval takes them as it
-    takes load_hf's. tokenizer: an evalcore tokenizer, or a folder or hub name of the served
-    model's own tokenizer (loaded locally). kwargs go to ServedModel (max_in_flight, cache_dir,
-    api_key, timeout, prompt_max_tokens, ...).
+    takes load_hf's. tokenizer: an evalcore tokenizer, a folder or hub name of the served model's
+    own tokenizer (loaded locally), or None: the server's, over HTTP (ServedTokenizer). kwargs go to
+    ServedModel (max_in_flight, cache_dir, api_key, timeout, prompt_max_tokens, ...).
 
     Lesson 14."""
-    if isinstance(tokenizer, (str, Path)):
+    if tokenizer is None:  # the server's own, over HTTP
+        shared = {k: v for k, v in kwargs.items() if k in ("api_key", "api_key_env", "timeout")}
+        tokenizer = ServedTokenizer(base_url, model, **shared)
+    elif isinstance(tokenizer, (str, Path)):
         from transformers import AutoTokenizer
 
         tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(tokenizer)))
@@ -5524,6 +5527,84 @@ class ServedModel(HTTPClient):
         if not isinstance(found, dict) or not found:
             raise ServerUnavailable(f"no top_logprobs in the response: {_clip(str(body))!r}")
         return {str(k): float(v) for k, v in found.items()}
+
+
+class ServedTokenizer(HTTPClient):
+    """The served model's own tokenizer, read from the server: /tokenize and /detokenize (vLLM and
+    SGLang offer them), its end token from /tokenizer_info (vLLM, started with
+    --enable-tokenizer-info-endpoint, as VLLMServer starts it). One request per text: slower than a
+    local copy, which load_served prefers when you have one.
+
+    Lesson 14; its transport is Appendix A (HTTPClient)."""
+
+    _log = logging.getLogger("evalcore.served")
+    _what = "served tokenizer"
+
+    def __init__(self, base_url, model, **client_kwargs):
+        root = re.sub(r"/v1/?$", "", base_url.rstrip("/"))  # these routes sit beside /v1
+        super().__init__(root, model, **client_kwargs)
+        info = self._tokenizer_info()
+        self.eos_id = self._special_id(info.get("eos_token"))
+        if self.eos_id is None:
+            raise ValueError(f"{root}/tokenizer_info names no eos_token: pass tokenizer=")
+        pad = self._special_id(info.get("pad_token"))
+        self.pad_id = self.eos_id if pad is None else pad
+        self.bos_ids, self.stop_ids, self.vocab_size = (), frozenset({self.eos_id}), None
+        self.prompt_format = "chat_template" if info.get("chat_template") else "plain"
+
+    def _tokenizer_info(self):
+        httpx, client = self._http()
+        try:
+            reply = client.get(f"{self.base_url}/tokenizer_info", headers=self._headers)
+            reply.raise_for_status()
+            return reply.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ValueError(
+                f"cannot read {self.base_url}/tokenizer_info ({type(exc).__name__}): start vLLM "
+                "with --enable-tokenizer-info-endpoint, or pass tokenizer= (a folder or an "
+                "evalcore tokenizer)"
+            ) from None
+
+    def _special_id(self, token):
+        token = token.get("content") if isinstance(token, dict) else token
+        if not isinstance(token, str) or not token:
+            return None
+        ids = self._tokens({"prompt": token, "add_special_tokens": False})
+        return ids[0] if len(ids) == 1 else None
+
+    def _tokens(self, request):
+        body = json.loads(self._post("/tokenize", {"model": self.model, **request}))
+        return [int(i) for i in body["tokens"]]
+
+    def encode(self, text):
+        """Text -> ids, as the server tokenizes it, no special tokens added."""
+        _check_str("text", text)
+        return self._tokens({"prompt": text, "add_special_tokens": False})
+
+    def decode(self, ids):
+        """Ids -> text, as the server detokenizes them."""
+        body = json.loads(self._post("/detokenize", {"model": self.model, "tokens": list(ids)}))
+        return body["prompt"]
+
+    def encode_prompt(self, instruction):
+        """The instruction through the server's chat template, else PLAIN_PROMPT."""
+        _check_str("instruction", instruction)
+        if self.prompt_format == "chat_template":
+            messages = [{"role": "user", "content": instruction}]
+            return self._tokens({"messages": messages, "add_generation_prompt": True})
+        return self.encode(PLAIN_PROMPT.format(instruction=instruction))
+
+    def _prefix(self):
+        return PLAIN_ANSWER_PREFIX if self.prompt_format == "plain" else ""
+
+    def encode_answer(self, answer):
+        """The answer's ids as they follow the prompt, and the end token."""
+        _check_str("answer", answer)
+        return self.encode(self._prefix() + answer) + [self.eos_id]
+
+    def decode_answer(self, ids):
+        text = self.decode(ids)
+        return text[len(self._prefix()) :] if text.startswith(self._prefix()) else text
 
 
 def _write_json_atomic(path, obj):

@@ -96,7 +96,9 @@ assert len(scored) == len(lp["tokens"]) - 1, f"expected one prediction per token
 # ## 2. The same evals, through the server
 #
 # `ec.load_served(base_url, model, tokenizer)` gives a `(model, tok)` pair. The tokenizer is the served
-# model's own, loaded locally (here SmolLM2's, from the folder vLLM serves). The model is an
+# model's own, loaded locally (here SmolLM2's, from the folder vLLM serves); with `tokenizer=None` it is
+# read from the server instead (`ec.ServedTokenizer`: vLLM's `/tokenize` and `/detokenize`, one request
+# per text, which the tests check against the local copy). The model is an
 # `ec.ServedModel`, and it has no logits: calling it with ids is a `ValueError` that says why. The evals
 # reach a model through two calls only, `ec.token_losses` (every log-likelihood) and `ec.generate`
 # (every answer). Each hands a served model what it needs, token windows to score and prompts to answer,

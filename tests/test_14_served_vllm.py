@@ -145,3 +145,18 @@ def test_the_sanity_check_passes_on_vllm(served, local):
 
 def test_the_served_context_is_read_from_the_server(served):
     assert served.config.max_len == ec.SERVED_MAX_MODEL_LEN - 1
+
+
+def test_the_servers_own_tokenizer_matches_the_local_one(server, local):
+    _, tok = local
+    remote, served_tok = ec.load_served(server.url, server.model, progress=False)  # tokenizer=None
+    assert isinstance(served_tok, ec.ServedTokenizer) and served_tok.eos_id == tok.eos_id
+    texts, questions = ec.load_fixtures()["lm"][:5], [q for q, _ in ec.load_fixtures()["em"][:3]]
+    assert [served_tok.encode(t) for t in texts] == [tok.encode(t) for t in texts]
+    assert [served_tok.encode_prompt(q) for q in questions] == [
+        tok.encode_prompt(q) for q in questions
+    ]
+    assert served_tok.encode_answer("Paris.") == tok.encode_answer("Paris.")
+    a = ec.perplexity_eval(remote, served_tok, texts)
+    b = ec.perplexity_eval(remote, tok, texts)
+    assert a.value == b.value and a.extras["total_tokens"] == b.extras["total_tokens"]
