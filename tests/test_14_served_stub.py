@@ -29,6 +29,18 @@ def true_logprobs(model, ids):
     return [None] + [float(logits[i - 1, t]) for i, t in enumerate(ids) if i > 0]
 
 
+def greedy_text(model, ids, body):
+    """What a server's greedy completion of the prompt ids would say, decoded."""
+    out = []
+    with torch.no_grad():
+        for _ in range(body["max_tokens"]):
+            nxt = int(model(torch.tensor([ids + out]))[0, -1].argmax())
+            if nxt in body.get("stop_token_ids", []):
+                break
+            out.append(nxt)
+    return ec.InstructionTokenizer().decode(out)
+
+
 class StubHandler(BaseHTTPRequestHandler):
     """/MODE/v1/...: "ok" echoes the tiny model's log-probabilities; every other mode is a fault."""
 
@@ -62,6 +74,9 @@ class StubHandler(BaseHTTPRequestHandler):
             msg = {"role": "assistant", "content": text}
             return self.send(200, {"choices": [{"index": 0, "message": msg}]})
         ids = body["prompt"]
+        if not body.get("echo"):  # a greedy answer, stopped at the stop tokens it was sent
+            choice = {"index": 0, "text": greedy_text(srv.model, ids, body)}
+            return self.send(200, {"choices": [choice]})
         lps = true_logprobs(srv.model, ids)
         if mode == "shifted":  # each position holds the next token's log-probability
             lps = [None, *lps[2:], -1.0]
@@ -282,3 +297,17 @@ def test_the_vllm_command_binds_loopback_and_caches_inside_evalcores_cache(tmp_p
     with pytest.raises(ValueError, match="config.json"):
         ec.VLLMServer(tmp_path)
     server.stop()  # never started: nothing to stop, no error
+
+
+def test_core_evals_take_a_served_model_unchanged(stub, tiny):
+    model, tok = tiny
+    remote = served(stub, tok, "ok")
+    fx = ec.load_fixtures()
+    fx = {k: v[:4] for k, v in fx.items()}
+    fx["lm"] = [t for t in ec.load_fixtures()["lm"] if len(tok.encode(t)) < 60][:4]
+    got, want = ec.core_evals(remote, tok, fx, max_new_tokens=12), ec.core_evals(model, tok, fx, 12)
+    assert [r.name for r in got] == [r.name for r in want]
+    assert abs(got[0].value - want[0].value) / want[0].value < 1e-6  # perplexity
+    for a, b in zip(got[1:], want[1:]):  # the same answers, so the same scores
+        assert [r["prediction"] for r in a.per_example] == [r["prediction"] for r in b.per_example]
+        assert a.value == b.value
