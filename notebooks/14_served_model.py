@@ -79,9 +79,13 @@ print(json.dumps(trimmed))
 # %% [markdown]
 # Three things to see. The first log-probability is `null`: nothing comes before the first token, so
 # nothing predicts it (lesson 01: a text of n tokens gives n - 1 predictions when no BOS token is added,
-# and SmolLM2 adds none). `text_offset` says where each token starts in the text, which is how
-# lm-evaluation-harness's `local-completions` can tell the prompt's tokens from generated ones (with
-# token-id prompts, `ec.ServedModel` counts them instead, and refuses a response that echoes too few).
+# and SmolLM2 adds none). `text_offset` says where each token starts in the text. lm-evaluation-harness's
+# `local-completions` does not use it: it sends `max_tokens=1` and cuts the prompt's entries from the
+# generated one by count, `token_logprobs[ctxlen:-1]` (`lm_eval/models/openai_completions.py`,
+# `parse_logprobs`), which drops a real prompt token on a server that leaves a generated end token out
+# of the echo (llama.cpp's server does). `ec.ServedModel` sends token ids with `max_tokens=0` where the
+# server reads that as "prompt only", keeps the first n entries for n prompt tokens, and refuses a
+# response that echoes fewer or starts with a number.
 # And the perplexity is lesson 01's formula over these numbers:
 
 # %% tags=["live"]
