@@ -5768,6 +5768,17 @@ VLLM_FLAGS = ("--dtype", "float32", "--enforce-eager", "--enable-tokenizer-info-
 # step (23 s to ready instead of minutes). VLLM_CPU_KVCACHE_SPACE=1: 1 GiB of KV cache, not 4.
 
 
+def _die_with_parent():
+    """In a child before it runs: SIGTERM when the thread that started it dies (Linux's
+    PR_SET_PDEATHSIG), so a test run killed outright (out of memory) leaves no server behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+
+
 def _free_port():
     import socket
 
@@ -5838,7 +5849,7 @@ class VLLMServer:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
             )  # fmt: skip
         try:
             self._wait_ready()

@@ -7,6 +7,9 @@ number has an exact in-process twin.
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -311,3 +314,30 @@ def test_core_evals_take_a_served_model_unchanged(stub, tiny):
     for a, b in zip(got[1:], want[1:]):  # the same answers, so the same scores
         assert [r["prediction"] for r in a.per_example] == [r["prediction"] for r in b.per_example]
         assert a.value == b.value
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_dies_with_the_process_that_started_it():
+    starter = (
+        "import subprocess, sys, evalcore as ec\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                     start_new_session=True, preexec_fn=ec._die_with_parent)\n"
+        "print(p.pid, flush=True)\n"
+        "time_to_die = input()\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    child = int(parent.stdout.readline())
+    parent.kill()  # SIGKILL: no cleanup code runs in the parent
+    parent.wait()
+    for _ in range(100):
+        if (
+            not os.path.exists(f"/proc/{child}")
+            or "Z" in open(f"/proc/{child}/stat").read().split()[2]
+        ):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the child outlived its parent")
