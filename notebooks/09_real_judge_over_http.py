@@ -18,7 +18,7 @@
 # **What you will learn**
 #
 # - how an LLM judge is called over the OpenAI-compatible chat-completions API (OpenAI's own API,
-#   which vLLM, llama.cpp's server and Ollama also serve; section 6 names their docs), and why
+#   which vLLM, llama.cpp's server and Ollama also serve; section 7 names their docs), and why
 #   `ec.HTTPJudge` builds a judge called with exactly `ec.mock_judge`'s signature, so `judge_eval`
 #   needs no other change;
 # - how to run a local judge server (the mock judge behind that same API) and evaluate through it;
@@ -28,7 +28,11 @@
 # - an on-disk cache, so re-running a notebook costs nothing, and keeping the API key out of everything
 #   you write;
 # - three bias checks: does padding move the score, does the judge agree with exact match and token F1
-#   (Cohen's kappa), and do two judges agree with each other.
+#   (Cohen's kappa), and do two judges agree with each other;
+# - a real judge, SmolLM2-135M-Instruct served by vLLM, read two ways (its parsed reply, and the
+#   probability-weighted score of G-Eval), measured for position and verbosity bias and for agreement
+#   with labels the course wrote, with intervals that resample questions, against the mock judge and
+#   chance.
 #
 # **Time:** about 30 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
 # Nothing here leaves your machine: every server binds to 127.0.0.1.
@@ -37,8 +41,10 @@
 import json
 import logging
 import shutil
+import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -46,7 +52,7 @@ import torch
 
 import evalcore as ec
 
-torch.set_num_threads(1)  # a tiny model: one thread is the fastest on a shared laptop
+torch.set_num_threads(1)  # on purpose: see the README's "Threads" section
 model, tok, fx = ec.load_pretrained(), ec.InstructionTokenizer(), ec.load_fixtures()
 
 # %% [markdown]
@@ -85,7 +91,7 @@ for message in ec.judge_messages(q, preds[1], ref):
 # strict about the score: it must be an integer from 1 to 5. The cache directory is a temporary one.
 
 # %% tags=["live"]
-# An HTTP judge: ec.HTTPJudge(server.url, server.model, cache_dir=...), then call it like mock_judge
+# An HTTP judge: ec.HTTPJudge(server.url, server.model, cache_dir=...), called like mock_judge; defines: cache_dir, judge, verdict
 cache_dir = tempfile.mkdtemp(prefix="judge-cache-")
 judge = ec.HTTPJudge(server.url, server.model, cache_dir=cache_dir)
 verdict = judge(q, preds[1], ref)
@@ -195,7 +201,7 @@ print(ec.aggregate([shaky]).table(worst=0))
 # same move: a failure counts as 1.
 
 # %% tags=["live"]
-# Two wrong policies: count each failure as 1, or as 0, in a mean over all 20; compare with shaky.value
+# Two wrong policies: each failure as 1, or as 0, in a mean over all 20; defines: as_lowest, as_zero, policies, lost
 # BUGGY ON PURPOSE: two policies that turn a failure into a number
 as_lowest = sum(r["score"] or 1 for r in shaky.per_example) / len(shaky.per_example)
 as_zero = sum(r["score"] or 0 for r in shaky.per_example) / len(shaky.per_example)
@@ -220,13 +226,23 @@ plt.show()
 # different set of examples, which is why the report carries the 17/20 beside it. Here it is *lower*
 # than the direct 1.95 (95% CI [1.5, 2.45]), because one of the three failures (example 4, the spider)
 # was the model's only exact match: which items fail decides which way the value moves. The gap, 0.24,
-# lies well inside both intervals, so it says nothing about the model's quality. Nor is it sampling
-# noise: both values come from the same answers and the same judge, and the gap is exactly what
-# losing items 4, 7 and 11 does. An interval measures the noise of sampling examples, not the bias
-# of losing particular ones. When failures are rare and unrelated to answer quality, dropping
+# says nothing about the model's quality, and not because the two intervals overlap: overlapping
+# intervals are no test of a difference (lesson 05), and these two values are not two samples at all.
+# Both come from the same answers and the same judge, so nothing was resampled between them: the gap
+# is exactly what losing items 4, 7 and 11 does, as the next cell checks (the direct judge's mean over
+# the same 17 items *is* the unscored value). An interval measures the noise of sampling examples, not
+# the bias of losing particular ones. When failures are rare and unrelated to answer quality, dropping
 # them is close to harmless. When they cluster on hard items (or, as here, hit an easy one), the count
 # warns you. A failure scored as 1 or 0 hides that warning inside the number.
-#
+
+# %%
+# NBVAL_CHECK_OUTPUT
+kept = [i for i in range(len(fx["judge"])) if i not in set(unscored["index"])]
+direct_on_kept = sum(direct.per_example[i]["score"] for i in kept) / len(kept)
+print(f"direct judge over the same {len(kept)} items: {direct_on_kept:.4g}; unscored value: {shaky.value:.4g}")
+assert abs(direct_on_kept - shaky.value) < 1e-12, "the whole gap is which items were lost"
+
+# %% [markdown]
 # ## 3. A cache, so re-running costs nothing
 #
 # The judge caches each verdict on disk, keyed by a SHA-256 hash of (base URL, model, prompt).
@@ -268,7 +284,7 @@ assert "sk-demo" not in written + repr(keyed) + repr(keyed_result)
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# Verbosity check: ec.verbosity_check(judge, over_http), then mean shift and the up/down/same counts
+# Verbosity check: ec.verbosity_check(judge, over_http), its mean shift and up/down/same counts; defines: padded
 padded = ec.verbosity_check(judge, over_http)
 print(repr(ec.VERBOSITY_FILLER))
 print(f"mean shift {padded['mean_shift']:.4g}: up {padded['up']}, down {padded['down']}, "
@@ -369,8 +385,235 @@ assert n_same == 16, f"expected 16 answers with the same score, got {n_same}"  #
 # %% [markdown]
 # The two judges agree on pass or fail for every answer (kappa 1), yet they give different scores to 4
 # answers in 20. A pass/fail kappa can hide disagreement lower down the scale, so look at both figures.
+
+# %% [markdown]
+# ## 6. A real judge: SmolLM2-135M-Instruct behind vLLM
 #
-# ## 6. Pointing it at a real endpoint
+# Everything so far used stand-ins. Now a real language model judges: SmolLM2-135M-Instruct (lesson 13),
+# served by vLLM, the engine people use to serve models on GPUs and clusters (lesson 14 builds that path).
+# `make serve` starts it on 127.0.0.1 and prints an `export EVALCORE_SERVED_URL=...` line; with that
+# variable set, this section talks to the live server. Without it, `ec.served_source` answers the very
+# same HTTP requests from `data/recording_09.json`, a recording of that server's replies, after checking
+# that it came from the model file installed here (as lesson 06's recording is checked). Either way the
+# judge code below sends real HTTP requests and reads real vLLM responses.
+#
+# The items: the 20 judge questions, each with four answers (TinyGPT's, SmolLM2's own, one right and one
+# wrong answer written for the course), 80 in all. Each carries a pass/fail label that the **course's
+# authors** wrote by one stated rule (`data/judge_labels_by_course_authors.json`). They are the course's
+# reference labels, not human raters' judgements.
+
+# %%
+source = ec.served_source(ec.RECORDING_09_PATH)  # live vLLM if EVALCORE_SERVED_URL is set, else replayed
+judge_model, judge_tok = ec.load_served(source.url, source.model, ec.smollm2_folder(), progress=False)
+labels = ec.load_course_labels()
+items = [(it["instruction"], it["answer"], it["reference"]) for it in labels["items"]]
+truth = [it["label"] for it in labels["items"]]
+question = [it["question"] for it in labels["items"]]  # the cluster: four answers share a question
+print(f"{'live' if source.live else 'recorded'} replies from {source.model!r}; {len(items)} items, "
+      f"{sum(truth)} labelled pass by the course's rule:\n  {labels['rule']}")
+
+# %% [markdown]
+# ### Reading 1: the parsed reply
+#
+# The same `HTTPJudge` as before, now with a real model behind it, and `max_tokens=64` (vLLM's default
+# would let a rambling reply run to the end of the context). A reply with no JSON score is **unscored**.
+# The share that fails gets a Wilson interval, like any rate (lesson 06).
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# The real judge's parsed replies: ec.HTTPJudge(..., max_tokens=64) on every item; defines: real, parsed, failed
+real = ec.HTTPJudge(source.url, source.model, max_tokens=64, max_retries=1)
+
+
+def parse_one(item):
+    try:
+        return real(*item)[0], None
+    except ec.JudgeUnavailable as exc:
+        return None, exc.reason
+
+
+with ThreadPoolExecutor(4) as pool:  # four requests in flight: vLLM batches them
+    replies = list(pool.map(parse_one, items))
+parsed, failed = [p for p, _ in replies], [why for _, why in replies if why is not None]
+lo, hi = ec.wilson_interval(len(failed), len(items))
+print(f"unparseable: {len(failed)}/{len(items)} = {len(failed) / len(items):.4g}, 95% CI [{lo:.4g}, {hi:.4g}]")
+print("first reason:", failed[0] if failed else None)
+assert len(parsed) == len(items) and len(failed) == sum(p is None for p in parsed)
+
+# %% [markdown]
+# ### Reading 2: the score tokens' probabilities (G-Eval)
+#
+# G-Eval (Liu et al. 2023, "G-Eval: NLG Evaluation using GPT-4 with Better Human Alignment") reads the
+# judge differently: instead of parsing the text it writes, take the probabilities it gives the score
+# tokens "1" to "5" at the point where the score goes, and report their probability-weighted mean. We
+# start the reply for the judge with `{"score": `, so its very next token is the score.
+# `ec.ProbabilityJudge` asks the server for that token's top-20 log-probabilities (`/v1/completions`
+# with `logprobs=20`, `max_tokens=1`); on an in-process model it reads the logits. No reply is ever
+# unparseable this way, but a model can still put little probability on the five digits: `mass` says
+# how much.
+
+# %% tags=["live"]
+# Probability-weighted scores: ec.ProbabilityJudge(judge_model, judge_tok).scores(items); defines: prob_judge, dists, expected
+prob_judge = ec.ProbabilityJudge(judge_model, judge_tok)
+dists = prob_judge.scores(items)
+expected = [d["expected"] for d in dists]
+print(f"mass on the digits: min {min(d['mass'] for d in dists):.3g}, median "
+      f"{sorted(d['mass'] for d in dists)[len(dists) // 2]:.3g}")
+
+# %% [markdown]
+# The served log-probabilities are the ones the same weights give in-process (lesson 14 checks this on
+# every token). Here is the check on the judge's own prompts, for the first four items, against
+# SmolLM2 loaded in this kernel:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+local_model, local_tok = ec.load_smollm2()
+in_process = ec.ProbabilityJudge(local_model, local_tok).scores(items[:4])
+gap = max(abs(a["expected"] - b["expected"]) for a, b in zip(in_process, dists[:4]))
+print(f"largest difference, served against in-process: {gap:.1e} (expected scores "
+      f"{', '.join(format(d['expected'], '.3f') for d in dists[:4])})")
+assert gap < 1e-3, f"expected the served and in-process scores to agree to 1e-3, got {gap:.2g}"
+
+# %% [markdown]
+# Does the score tell a right answer from a wrong one? Compare it on the items the course labelled pass
+# with those labelled fail, beside the mock judge (a function of exact match and F1 against the reference):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+mock_scores = [ec.mock_judge(*item)[0] for item in items]
+by_label = pd.DataFrame({"label": ["pass" if t else "fail" for t in truth], "SmolLM2 (expected)": expected,
+                         "SmolLM2 (parsed)": parsed, "mock judge": mock_scores})
+print(by_label.groupby("label").agg(["mean", "count"]).round(3))
+gap_pass_fail = statistics.mean(e for e, t in zip(expected, truth) if t) - statistics.mean(
+    e for e, t in zip(expected, truth) if not t)
+diff_ci = ec.bootstrap_ci([[e, t] for e, t in zip(expected, truth)], groups=question,
+                          statistic=lambda v, w: (w.double() @ (v[:, 0] * v[:, 1])) / (w.double() @ v[:, 1])
+                          - (w.double() @ (v[:, 0] * (1 - v[:, 1]))) / (w.double() @ (1 - v[:, 1])))
+print(f"SmolLM2: pass minus fail {gap_pass_fail:+.4g}, 95% CI [{diff_ci[0]:+.4g}, {diff_ci[1]:+.4g}] (questions resampled)")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+for ax, (name, values) in zip(axes, {"SmolLM2, probability-weighted": expected, "mock judge": mock_scores}.items()):
+    ax.hist([[v for v, t in zip(values, truth) if t], [v for v, t in zip(values, truth) if not t]],
+            bins=[1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5.01], label=["labelled pass", "labelled fail"],
+            color=["tab:green", "tab:red"])
+    ax.set(xlabel="score", ylabel="answers", title=name)
+    ax.legend()
+fig.suptitle("Scores of the 80 answers, split by the course's label")
+plt.show()
+
+# %% [markdown]
+# ### Agreement with the course's labels, as kappa with a cluster-aware interval
+#
+# Call an answer a pass when the judge's score is at least 3 for the probability-weighted reading (the
+# middle of the scale, fixed before looking) and at least 4 for a parsed reply or the mock judge (the rule
+# of section 5). The four answers to one question are not independent: an easy question makes all of
+# them easier to judge. So the interval resamples whole **questions**, 20 clusters, not 80 answers
+# (`ec.kappa_with_interval`, a percentile bootstrap over groups). "Chance" is a judge that passes
+# answers at random at the same rate: its kappa is 0 on average.
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# Kappa with the course's labels, questions resampled: ec.kappa_with_interval(passes, truth, question); defines: agreement, scored_parsed
+agreement = {
+    "SmolLM2, probability-weighted >= 3": ec.kappa_with_interval([e >= 3 for e in expected], truth, question),
+    "mock judge >= 4": ec.kappa_with_interval([m >= 4 for m in mock_scores], truth, question),
+}
+scored_parsed = [i for i, p in enumerate(parsed) if p is not None]
+if len(scored_parsed) >= 2:
+    agreement[f"SmolLM2, parsed >= 4 ({len(scored_parsed)} scored)"] = ec.kappa_with_interval(
+        [parsed[i] >= 4 for i in scored_parsed], [truth[i] for i in scored_parsed],
+        [question[i] for i in scored_parsed])
+for name, a in agreement.items():
+    ci = "undefined" if a["ci95"] is None else f"[{a['ci95'][0]:+.3f}, {a['ci95'][1]:+.3f}]"
+    kappa = "undefined" if a["kappa"] is None else f"{a['kappa']:+.3f}"
+    print(f"{name:38s} kappa {kappa}, 95% CI {ci}, n {a['n']} in {a['groups']} questions")
+
+# %% [markdown]
+# ### Position bias: the same two answers, in both orders
+#
+# A pairwise judge sees answers A and B and says which is better. For each question we ask about the
+# course's right and wrong answers twice, once with the right one first and once with it second, and read
+# P("A") from the next token after `{"better": "`. An order-blind judge gives the first position 0.5 on
+# average over the two orders; a judge that picks by position gets the right answer in one order and the
+# wrong one in the other.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+pairs = [(it["instruction"], it["reference"], right["answer"], wrong["answer"])
+         for it, right, wrong in zip(labels["items"][::4], labels["items"][2::4], labels["items"][3::4])]
+order = ec.position_bias(judge_model, judge_tok, pairs)
+lo, hi = order["ci95"]
+print(f"mean P(first position) {order['mean_p_first']:.4g}, 95% CI [{lo:.4g}, {hi:.4g}] over {order['n']} pairs")
+print(f"same position picked in both orders: {order['same_position_both_orders']}/{order['n']}; "
+      f"right answer in both orders: {order['right_both_orders']}/{order['n']}")
+assert order["n"] == 20 and order["consistent"] + order["same_position_both_orders"] == order["n"]
+
+# %%
+fig, ax = plt.subplots(figsize=(8, 4))
+ax.scatter([r["p_right_first"] for r in order["rows"]], [r["p_right_second"] for r in order["rows"]])
+ax.plot([0, 1], [0, 1], color="gray", lw=0.8)
+ax.axhline(0.5, color="gray", ls=":", lw=0.8)
+ax.axvline(0.5, color="gray", ls=":", lw=0.8)
+ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="P(right answer) when shown first",
+       ylabel="P(right answer) when shown second",
+       title="Position bias: an order-blind judge's points lie on the diagonal")
+plt.show()
+
+# %% [markdown]
+# ### Verbosity bias
+#
+# The filler of section 5, appended to every answer, scored by the probability-weighted reading (one
+# batch of requests, four in flight). The shift is paired per answer, and its interval again resamples
+# questions:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+padded_items = [(q, a + ec.VERBOSITY_FILLER, r) for q, a, r in items]
+padded_expected = [d["expected"] for d in prob_judge.scores(padded_items)]
+shift = [b - a for a, b in zip(expected, padded_expected)]
+lo, hi = ec.bootstrap_ci(shift, groups=question)
+print(f"mean shift with filler {statistics.mean(shift):+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}]; "
+      f"up {sum(s > 0 for s in shift)}, down {sum(s < 0 for s in shift)} of {len(shift)}")
+assert len(shift) == len(items)
+ec.close_served_source(source, ec.RECORDING_09_PATH)  # a live run records here when asked
+
+# %% [markdown]
+# ### What these numbers say, and what to check before trusting any judge
+#
+# Measured on the recorded replies (live runs may differ in the last digits):
+#
+# - **Parsed reply.** SmolLM2 wrote a usable JSON score for 12 of 80 items: 68 unparseable, a failure
+#   rate of 0.85 (95% CI [0.756, 0.912]). Mostly it echoes the item's JSON back. Of the 12 it did score,
+#   it gave the answers labelled pass a mean of 1.0 and those labelled fail 3.4: kappa -0.54 (95% CI
+#   [-0.98, -0.11], 12 items in 8 questions), worse than chance on a sample too small and too
+#   self-selected (only the items it chose to score) to say more.
+# - **Probability-weighted (G-Eval).** Never unparseable, and 65-76% of the next token's probability is
+#   on the five digits. The served and in-process readings agree to 5e-6. But the score does not tell
+#   right from wrong: answers labelled pass average 2.647, those labelled fail 2.667, a difference of
+#   -0.020 (95% CI [-0.052, +0.015], questions resampled). No item reaches 3, so "pass at 3 or more"
+#   passes nothing and its kappa is 0 by construction: the threshold was fixed before looking, and a
+#   threshold chosen afterwards to make kappa look better would be fitting noise (lesson 06).
+# - **Against chance and the mock judge.** Chance is kappa 0. The mock judge is no better on these
+#   answers: kappa -0.094 (95% CI [-0.213, +0.044]). It rewards word overlap with the reference, so it
+#   passes "Lyon is the capital of France." and fails "It is Paris.": the course's right paraphrases and
+#   overlapping wrong answers are exactly what it cannot judge. Neither judge agrees with the labels.
+# - **Position bias.** Asked which of two answers is better, SmolLM2 gives the first position a mean
+#   probability of 0.937 (95% CI [0.919, 0.954]; 0.5 is order-blind) and picks the first answer in both
+#   orders for all 20 pairs: its choice follows the position, never the content.
+# - **Verbosity bias.** One sentence of filler raises the probability-weighted score by +0.086 (95% CI
+#   [+0.072, +0.099]), for 77 of the 80 answers. Small on a 1-5 scale, but consistent: longer reads as
+#   better.
+#
+# A 135M-parameter judge is a poor judge, and these checks say how poor without trusting its verdicts.
+# Before trusting **any** judge, a model one hundred times larger included, check at least: how often its
+# reply cannot be used (and which items those are); whether its score separates answers you have
+# labelled right and wrong, with an interval over questions, not answers; whether swapping the order of
+# two answers changes its choice; whether padding changes its score; and whether it beats the trivial
+# baselines (chance, and a metric like the mock judge) on your own labels.
+
+# %% [markdown]
+# ## 7. Pointing it at a real endpoint
 #
 # Only the URL and the model name change. Run these yourself. They are not executed here, because the
 # notebook must run offline. The base URLs follow each server's own docs: vLLM's
@@ -403,7 +646,7 @@ assert n_same == 16, f"expected 16 answers with the same score, got {n_same}"  #
 
 # %%
 try:
-    for j in (judge, flaky, keyed, wordy):
+    for j in (judge, flaky, keyed, wordy, real, judge_model):
         j.close()
     shutil.rmtree(cache_dir)
 finally:
@@ -432,14 +675,24 @@ finally:
 #   F1 ≥ 0.5. The wordy judge agrees with it on pass/fail for all 20 answers but gives the same score
 #   to only 16.
 #
+# - A real judge, SmolLM2-135M-Instruct behind vLLM, on 80 answers with the course's labels: its reply
+#   was unparseable for 68 (0.85, 95% CI [0.756, 0.912]); its probability-weighted score did not
+#   separate right from wrong (-0.020, 95% CI [-0.052, +0.015]); it favoured the first position
+#   (P = 0.937, 95% CI [0.919, 0.954]; first in both orders for 20 of 20 pairs) and padding (+0.086,
+#   95% CI [+0.072, +0.099]). Its kappa with the labels is no better than chance, and neither is the
+#   mock judge's (-0.094, 95% CI [-0.213, +0.044]).
+#
 # **What it did not establish**
 #
-# - Anything about a real LLM judge: every judge here is the mock one, or the mock one broken or
-#   biased on purpose. The bias checks are the method; their numbers describe our stand-ins.
+# - Anything about a capable LLM judge: the real judge here has 135M parameters and failed every check.
+#   The checks are the method; a larger judge must pass them on your own labels before you trust it.
+# - That the course's labels are right: one author wrote them by one rule, and they are not human
+#   raters' judgements. Agreement with them measures agreement with that rule.
 # - That the judge is *right*: kappa measures agreement, and with a single pass on the judge's side,
 #   0.2187 against F1 rests on one answer in 20.
-# - That the model got worse when three judgements failed: the 0.24 gap between 1.706 and 1.95 lies
-#   inside both intervals, and it comes from *which* items failed, which no interval can show.
+# - That the model got worse when three judgements failed: the 0.24 gap between 1.706 and 1.95 is
+#   exactly the effect of *which* items failed (the direct mean over the same 17 items is 1.706), which
+#   no interval can show, and overlapping intervals would not show it either.
 
 # %% [markdown]
 # ## Exercises
@@ -507,6 +760,8 @@ assert patient.waits, f"expected the judge to wait before a retry; it never wait
 assert patient.waits[0] >= 1, f"expected the first wait to honour Retry-After: 1 (at least 1 s); got {patient.waits[0]:.3g} s"
 assert patient.stats["requests"] >= 2, f"expected the 429, then a second request; got {patient.stats}"
 assert patient_verdict[0] in range(1, 6), f"expected a verdict with a score from 1 to 5; got {patient_verdict!r}"
+print("Exercise 1: check passed.")
+
 
 # %% [markdown]
 # ### Exercise 2: A stricter pass
@@ -529,6 +784,8 @@ em_table = strict["exact_match"]["confusion"]  # [judge][exact match], 0 = fail,
 assert strict["exact_match"]["kappa"] == 1.0, f"expected perfect agreement with exact match at pass_score=5; got {strict['exact_match']['kappa']}"
 assert n_five == sum(em_table[1]), f"expected n_five to count the answers the judge passes at 5; got {n_five}"
 assert em_table[0][1] == em_table[1][0] == 0, f"expected no answer to pass one and fail the other; got {em_table}"
+print("Exercise 2: check passed.")
+
 
 # %% [markdown] tags=["solution"]
 # `mock_judge` returns 5 exactly when `exact_match` holds: its first line checks exact match, and
@@ -555,6 +812,8 @@ print(f"mean shift {padded['mean_shift']:.4g} with one filler sentence, {harder[
 assert harder["total"] == len(direct.per_example), f"expected every answer in `direct` checked; got {harder['total']}"
 assert harder["mean_shift"] < padded["mean_shift"], f"expected more filler to cost more than one sentence did; got mean shift {harder['mean_shift']:.4g}"
 assert harder["up"] == 0, f"expected padding never to raise a score; {harder['up']} went up"
+print("Exercise 3: check passed.")
+
 
 # %% [markdown] tags=["solution"]
 # Three sentences cost more than one, and no score goes up. Padding adds predicted tokens that are not
@@ -565,7 +824,7 @@ assert harder["up"] == 0, f"expected padding never to raise a score; {harder['up
 # %% [markdown]
 # ### Exercise 4: Your own endpoint
 #
-# Rehearse section 6 offline. Write a judge of your own (for example one point more generous than
+# Rehearse section 7 offline. Write a judge of your own (for example one point more generous than
 # `ec.mock_judge`, capped at 5), serve it with `ec.JudgeServer(judge_fn=..., model=...)` in a `with`
 # block, and point `HTTPJudge` at it with a temporary `cache_dir`. Store the judge in `my_judge`,
 # its `judge_eval` result in `mine`, its verbosity check in `mine_padded`, and its agreement with the
@@ -605,6 +864,8 @@ assert mine_padded["total"] == total and {"mean_shift", "up", "down"} <= set(min
     f"expected a verbosity check of every answer; got keys {sorted(mine_padded)}")
 assert mine_pair["n"] <= mine.extras["scored"] and "kappa" in mine_pair, (
     f"expected an agreement on the examples both judges scored; got {mine_pair}")
+print("Exercise 4: check passed.")
+
 
 # %% [markdown] tags=["solution"]
 # The generous judge scores all 20 answers (none unscored), and padding still only costs points (a

@@ -1,0 +1,343 @@
+"""Lesson 14: a served model against the project's own stub server, on loopback, for the faults a
+real server has: 429 with Retry-After, 500s until retries run out, timeouts, a truncated body,
+echoed log-probabilities shifted by one (the llama.cpp bug), too few of them, and a key echoed
+in a header. The stub's "weights" are a tiny TinyGPT scored in this process, so every served
+number has an exact in-process twin.
+"""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import torch
+
+import evalcore as ec
+from conftest import make_tiny
+
+KEY = "sk-served-DO-NOT-LEAK-41c2"
+FAST = dict(backoff=0.001, max_backoff=0.005, progress=False)
+TEXTS = ["the cat sat on the mat", "a bee makes honey", "water boils at one hundred degrees"]
+
+
+def true_logprobs(model, ids):
+    """[None, log p(ids[1] | ids[:1]), ...] from the tiny model, in float64."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]))[0].double().log_softmax(-1)
+    return [None] + [float(logits[i - 1, t]) for i, t in enumerate(ids) if i > 0]
+
+
+def greedy_text(model, ids, body):
+    """What a server's greedy completion of the prompt ids would say, decoded."""
+    out = []
+    with torch.no_grad():
+        for _ in range(body["max_tokens"]):
+            nxt = int(model(torch.tensor([ids + out]))[0, -1].argmax())
+            if nxt in body.get("stop_token_ids", []):
+                break
+            out.append(nxt)
+    return ec.InstructionTokenizer().decode(out)
+
+
+class StubHandler(BaseHTTPRequestHandler):
+    """/MODE/v1/...: "ok" echoes the tiny model's log-probabilities; every other mode is a fault."""
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, body, headers=()):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except ConnectionError:
+            pass
+
+    def do_GET(self):
+        self.send(200, {"data": [{"id": "stub", "max_model_len": 64}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        mode = self.path.strip("/").split("/")[0]
+        srv = self.server
+        with srv.lock:
+            srv.hits[mode] = srv.hits.get(mode, 0) + 1
+            n = srv.hits[mode]
+        if self.path.endswith("/chat/completions"):
+            text = f"answer to {body['messages'][-1]['content']}"
+            msg = {"role": "assistant", "content": text}
+            return self.send(200, {"choices": [{"index": 0, "message": msg}]})
+        ids = body["prompt"]
+        if not body.get("echo"):  # a greedy answer, stopped at the stop tokens it was sent
+            choice = {"index": 0, "text": greedy_text(srv.model, ids, body)}
+            return self.send(200, {"choices": [choice]})
+        lps = true_logprobs(srv.model, ids)
+        if mode == "shifted":  # each position holds the next token's log-probability
+            lps = [None, *lps[2:], -1.0]
+        if mode == "short":
+            lps = lps[:-1]
+        if mode == "extra":  # max_tokens=1: one generated token follows the prompt
+            lps = lps + [-0.5]
+        if mode == "429" and n == 1:
+            return self.send(429, {"error": "slow down"}, [("Retry-After", "0.2")])
+        if mode == "500":
+            return self.send(500, {"error": "boom"})
+        if mode == "slow":
+            time.sleep(1.0)
+        if mode == "truncated":
+            return self.send(200, b'{"choices": [{"logprobs": ')
+        headers = [("X-Echo", self.headers.get("Authorization", ""))] if mode == "echo" else []
+        choice = {"index": 0, "text": "", "logprobs": {"token_logprobs": lps}}
+        self.send(200, {"choices": [choice]}, headers)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return make_tiny(seed=3, max_len=64), ec.InstructionTokenizer()
+
+
+@pytest.fixture
+def stub(tiny):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), StubHandler)
+    srv.daemon_threads = True
+    srv.model, srv.hits, srv.lock = tiny[0], {}, threading.Lock()
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    srv.base = f"http://127.0.0.1:{srv.server_address[1]}"
+    yield srv
+    srv.shutdown()
+    thread.join(timeout=5)
+    srv.server_close()
+
+
+def served(stub, tok, mode, **kw):
+    return ec.ServedModel(
+        f"{stub.base}/{mode}/v1", "stub", tok, api_key=KEY, **{"timeout": 2.0, **FAST, **kw}
+    )
+
+
+def test_echoed_logprobs_give_the_in_process_perplexity_through_rolling_windows(stub, tiny):
+    model, tok = tiny
+    remote = served(stub, tok, "ok")
+    assert remote.config.max_len == 63  # max_model_len 64: a window of max_len + 1 tokens fits
+    long_text = " ".join(TEXTS * 4)  # longer than the window: rolling windows, every token once
+    for max_len, stride in ((63, 31), (16, 5)):
+        a = ec.perplexity_eval(remote, tok, [*TEXTS, long_text], max_len=max_len, stride=stride)
+        b = ec.perplexity_eval(model, tok, [*TEXTS, long_text], max_len=max_len, stride=stride)
+        assert a.extras["total_tokens"] == b.extras["total_tokens"]
+        assert abs(a.value - b.value) / b.value < 1e-6
+    assert len(a.extras["windows"]) > len(TEXTS) + 1  # the long text took several windows
+
+
+def test_choice_logliks_and_the_max_tokens_1_convention(stub, tiny):
+    model, tok = tiny
+    items = [{"question": "what do bees make", "choices": ["honey", "milk", "wax"], "gold": 0}]
+    (want,) = ec.choice_logliks(model, tok, items)
+    (got,) = ec.choice_logliks(served(stub, tok, "ok"), tok, items)
+    assert got == pytest.approx(want, rel=1e-6)
+    extra = served(stub, tok, "extra", prompt_max_tokens=1)  # the generated token is dropped
+    assert ec.choice_logliks(extra, tok, items)[0] == pytest.approx(want, rel=1e-6)
+    assert extra.config.max_len == 62
+
+
+def test_a_served_model_gives_no_logits(stub, tiny):
+    with pytest.raises(ValueError, match="not logits"):
+        served(stub, tiny[1], "ok")(torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_429_waits_for_retry_after_then_succeeds(stub, tiny):
+    remote = served(stub, tiny[1], "429", max_in_flight=1)
+    (lps,) = remote.prompt_logprobs([tiny[1].encode(TEXTS[0])])
+    assert lps[0] is None and len(lps) == len(tiny[1].encode(TEXTS[0]))
+    assert remote.waits and remote.waits[0] >= 0.2 and remote.stats["retries"] == 1
+
+
+def test_500_until_retries_run_out_is_never_a_number(stub, tiny, caplog):
+    remote = served(stub, tiny[1], "500", max_retries=2)
+    with pytest.raises(ec.ServerUnavailable, match=r"HTTP 500; gave up after 2 retries"):
+        ec.perplexity_eval(remote, tiny[1], TEXTS[:1])
+    assert stub.hits["500"] == 3
+    assert len([r for r in caplog.records if r.name == "evalcore.served"]) == 2
+
+
+def test_a_timeout_is_retried_then_reported(stub, tiny):
+    remote = served(stub, tiny[1], "slow", timeout=0.2, max_retries=1)
+    with pytest.raises(ec.ServerUnavailable, match=r"0.2 s timeout; gave up after 1 retries"):
+        remote.prompt_logprobs([[1, 2, 3]])
+
+
+def test_a_truncated_body_and_too_few_logprobs_are_unusable(stub, tiny):
+    with pytest.raises(ec.ServerUnavailable, match="not JSON"):
+        served(stub, tiny[1], "truncated").prompt_logprobs([[1, 2, 3]])
+    with pytest.raises(ec.ServerUnavailable, match="echoed 2 log-probabilities for 3 tokens"):
+        served(stub, tiny[1], "short").prompt_logprobs([[1, 2, 3]])
+
+
+def test_the_sanity_check_flags_logprobs_shifted_by_one(stub, tiny):
+    model, tok = tiny
+    good = ec.served_sanity_check(served(stub, tok, "ok"), model, tok, TEXTS)
+    assert good["passed"] and good["max_abs_diff"] < 1e-6 and good["verdict"].startswith("agrees")
+    bad = ec.served_sanity_check(served(stub, tok, "shifted"), model, tok, TEXTS)
+    assert not bad["passed"] and "one token early" in bad["verdict"]
+    assert bad["verdict"].startswith("DISAGREES") and bad["max_abs_diff"] > 0.1
+
+
+def test_the_sanity_check_names_a_late_shift(tiny):
+    model, tok = tiny
+
+    class Shifted:  # a server whose numbers are one token late, with a number in every slot
+        def prompt_logprobs(self, token_lists):
+            out = []
+            for ids in token_lists:
+                lps = true_logprobs(model, ids)
+                out.append([None, -1.0, *lps[1:-1]])
+            return out
+
+    check = ec.served_sanity_check(Shifted(), model, tok, TEXTS)
+    assert not check["passed"] and "one token late" in check["verdict"], check["verdict"]
+    assert check["mean_abs_diff_shifted"] < 1e-5 < 0.1 < check["max_abs_diff"]  # float32 vs 64
+
+
+def test_a_key_echoed_in_a_header_is_never_logged(stub, tiny, caplog):
+    caplog.set_level(logging.DEBUG)  # httpcore's DEBUG lines print the response headers
+    remote = served(stub, tiny[1], "echo")
+    remote.prompt_logprobs([[1, 2, 3]])
+    assert "X-Echo" in caplog.text or "x-echo" in caplog.text.lower()
+    assert KEY not in caplog.text and KEY not in repr(remote) and "api_key=set" in repr(remote)
+
+
+def test_requests_in_flight_change_no_result_and_keep_the_order(stub, tiny):
+    tok = tiny[1]
+    token_lists = [tok.encode(t) for t in TEXTS * 3]
+    one = served(stub, tok, "ok", max_in_flight=1).prompt_logprobs(token_lists)
+    four = served(stub, tok, "ok", max_in_flight=4).prompt_logprobs(token_lists)
+    backwards = served(stub, tok, "ok", max_in_flight=4).prompt_logprobs(token_lists[::-1])
+    assert one == four == backwards[::-1]
+
+
+def test_the_cache_answers_a_repeated_request(stub, tiny, tmp_path):
+    tok = tiny[1]
+    first = served(stub, tok, "ok", cache_dir=tmp_path).prompt_logprobs([[1, 2, 3]])
+    again = served(stub, tok, "ok", cache_dir=tmp_path)
+    assert again.prompt_logprobs([[1, 2, 3]]) == first
+    assert again.stats["requests"] == 0 and again.stats["cache_hits"] == 1
+
+
+def test_answers_come_from_chat_completions_and_keep_their_order(stub, tiny):
+    class ChatTok:  # what load_served sees in a chat tokenizer
+        prompt_format, vocab_size = "chat_template", 259
+
+    remote = ec.ServedModel(f"{stub.base}/ok/v1", "stub", ChatTok(), **FAST)
+    answers = ec.generate(remote, ChatTok(), ["one", "two", "three"], max_new_tokens=8)
+    assert answers == ["answer to one", "answer to two", "answer to three"]
+
+
+def test_replay_serves_the_recording_and_refuses_anything_else(stub, tiny):
+    tok = tiny[1]
+    recording = {"model": {"served_name": "stub", "max_model_len": 64}, "responses": {}}
+    with ec.ReplayServer(recording, upstream=f"{stub.base}/ok/v1") as proxy:
+        live = ec.ServedModel(proxy.url, "stub", tok, **FAST).prompt_logprobs([[1, 2, 3]])
+    assert len(recording["responses"]) == 1
+    with ec.ReplayServer(recording) as replay:
+        remote = ec.ServedModel(replay.url, "stub", tok, max_retries=0, **FAST)
+        assert remote.prompt_logprobs([[1, 2, 3]]) == live
+        with pytest.raises(ec.ServerUnavailable, match="not in the recording"):
+            remote.prompt_logprobs([[1, 2, 4]])
+
+
+def test_a_recording_from_another_model_file_is_refused(tmp_path):
+    rec = {"model": {"gguf": {"sha256": "0" * 64}}}
+    path = tmp_path / "rec.json"
+    path.write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="recorded from model file 000000000000"):
+        ec.load_served_recording(path)
+
+
+def test_bad_arguments_are_named(stub, tiny):
+    with pytest.raises(ValueError, match="max_in_flight"):
+        served(stub, tiny[1], "ok", max_in_flight=0)
+    with pytest.raises(ValueError, match="prompt_max_tokens"):
+        served(stub, tiny[1], "ok", prompt_max_tokens=2)
+    with pytest.raises(ValueError, match="tokenizer must be"):
+        ec.load_served(f"{stub.base}/ok/v1", "stub", object())
+    with pytest.raises(ValueError, match="cannot read model 'stub'"):
+        ec.ServedModel("http://127.0.0.1:9/v1", "stub", tiny[1], max_retries=0, timeout=0.5)
+
+
+def test_a_first_logprob_that_is_a_number_is_not_this_prompts():
+    body = {"choices": [{"logprobs": {"token_logprobs": [-1.0, -2.0, -3.0]}}]}
+    with pytest.raises(ec.ServerUnavailable, match="first echoed log-probability is a number"):
+        ec.echoed_prompt_logprobs(body, 3)
+    ok = {"choices": [{"logprobs": {"token_logprobs": [None, -2.0, -3.0, -0.1]}}]}
+    assert ec.echoed_prompt_logprobs(ok, 3) == [None, -2.0, -3.0]  # the generated one dropped
+
+
+def test_the_vllm_command_binds_loopback_and_caches_inside_evalcores_cache(tmp_path, monkeypatch):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    monkeypatch.setenv("EVALCORE_CACHE", str(tmp_path / "cache"))
+    server = ec.VLLMServer(folder, "m", max_model_len=512, python=tmp_path / "no-python")
+    server.port = 5555
+    command = server.command()
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert command[command.index("--max-model-len") + 1] == "512"
+    assert set(ec.VLLM_FLAGS) <= set(command) and "--dtype" in command
+    env = server.environment()
+    assert env["VLLM_CACHE_ROOT"] == str(tmp_path / "cache" / "vllm")
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
+    with pytest.raises(ValueError, match="run `make vllm`"):
+        server.start()
+    with pytest.raises(ValueError, match="config.json"):
+        ec.VLLMServer(tmp_path)
+    server.stop()  # never started: nothing to stop, no error
+
+
+def test_core_evals_take_a_served_model_unchanged(stub, tiny):
+    model, tok = tiny
+    remote = served(stub, tok, "ok")
+    fx = ec.load_fixtures()
+    fx = {k: v[:4] for k, v in fx.items()}
+    fx["lm"] = [t for t in ec.load_fixtures()["lm"] if len(tok.encode(t)) < 60][:4]
+    got, want = ec.core_evals(remote, tok, fx, max_new_tokens=12), ec.core_evals(model, tok, fx, 12)
+    assert [r.name for r in got] == [r.name for r in want]
+    assert abs(got[0].value - want[0].value) / want[0].value < 1e-6  # perplexity
+    for a, b in zip(got[1:], want[1:]):  # the same answers, so the same scores
+        assert [r["prediction"] for r in a.per_example] == [r["prediction"] for r in b.per_example]
+        assert a.value == b.value
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_server_dies_with_the_process_that_started_it():
+    starter = (
+        "import subprocess, sys, evalcore as ec\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                     start_new_session=True, preexec_fn=ec._die_with_parent)\n"
+        "print(p.pid, flush=True)\n"
+        "time_to_die = input()\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    child = int(parent.stdout.readline())
+    parent.kill()  # SIGKILL: no cleanup code runs in the parent
+    parent.wait()
+    for _ in range(100):
+        if (
+            not os.path.exists(f"/proc/{child}")
+            or "Z" in open(f"/proc/{child}/stat").read().split()[2]
+        ):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, 9)
+        pytest.fail("the child outlived its parent")
