@@ -364,7 +364,7 @@ def fit_on_resample(i):
 refits = [fit_on_resample(i) for i in range(R)]
 refit_w = pd.DataFrame([f.weights for f in refits])
 print(f"order realisable on {sum(f.realisable for f in refits)} of {R} resamples")
-print(refit_w.quantile([0.025, 0.5, 0.975]).round(4).to_string())
+print(refit_w.quantile([0.025, 0.5, 0.975]).round(2).to_string())
 
 # %%
 full = ec.fit_weights({m: [ec.EvalResult(r.name, r.value, []) for r in rs] for m, rs in five.items()}, order)

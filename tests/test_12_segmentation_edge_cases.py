@@ -15,7 +15,7 @@ import evalcore as ec
         ("豈更", ["豈", "更"]),  # U+F900 and U+F901, the first compatibility ideographs
         ("abc豈def", ["abc", "豈", "def"]),
         ("館舘", ["館", "舘"]),  # a unified ideograph, then U+FA2C
-        ("\ufa6d!", ["\ufa6d", "!"]),  # the last assigned one before U+FA70
+        ("\ufa6dy", ["\ufa6d", "y"]),  # the last assigned one before U+FA70
         ("\ufad9x", ["\ufad9", "x"]),  # the last of the block's second run
         ("㐀䶿", ["㐀", "䶿"]),  # U+3400 and U+4DBF, the ends of extension A
     ],
