@@ -853,10 +853,8 @@ def generate(model, tok, instructions, max_new_tokens=48):
     Part 0 (shared by every lesson)."""
     _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
-    if hasattr(model, "generate_answers"):  # a served model answers on its server (lesson 14)
-        return model.generate_answers(list(instructions), max_new_tokens)
-    if isinstance(model, Replay):
-        return model.generate(tok, instructions, max_new_tokens)
+    if hasattr(model, "generate_answers"):  # served (lesson 14) or replayed (lesson 13) answers
+        return model.generate_answers(tok, list(instructions), max_new_tokens)
     with _eval_mode(model):
         if isinstance(model, HFCausalLM):
             return _generate_hf(model, tok, instructions, max_new_tokens)
@@ -2959,21 +2957,24 @@ def decision_brief(name, intended_use, records, target, group_key=None):
     }
 
 
+def _check_recorded(path, what, recorded, actual, command):
+    """ValueError unless the SHA-256 a recording holds for `what` is that of the file here now."""
+    if recorded != actual:
+        raise ValueError(
+            f"{path} was recorded with {what} {recorded[:12]}, the one here is {actual[:12]}: "
+            f"run `{command}`"
+        )
+
+
 def load_recording(path=RECORDING_06_PATH):
     """The recording, after checking that it matches the shipped checkpoint and the notices file.
 
     Lesson 06."""
-    rec = json.loads(Path(path).read_text(encoding="utf-8"))
-    ckpt = _sha256(CHECKPOINT_PATH)
-    if rec["checkpoint"]["sha256"] != ckpt:
-        raise ValueError(
-            f"{path} was recorded with checkpoint {rec['checkpoint']['sha256'][:12]}, "
-            f"the shipped one is {ckpt[:12]}: run `python evalcore.py record`"
-        )
-    if rec["fixture"]["sha256"] != _sha256(NOTICES_PATH):
-        raise ValueError(
-            f"{path} was recorded on another data/notices.json: run `python evalcore.py record`"
-        )
+    rec, command = json.loads(Path(path).read_text(encoding="utf-8")), "python evalcore.py record"
+    checkpoint = _sha256(CHECKPOINT_PATH)
+    _check_recorded(path, "checkpoint", rec["checkpoint"]["sha256"], checkpoint, command)
+    notices = _sha256(NOTICES_PATH)
+    _check_recorded(path, "data/notices.json", rec["fixture"]["sha256"], notices, command)
     return rec
 
 
@@ -4960,7 +4961,10 @@ class Replay:
     def __call__(self, ids):
         raise ValueError(f"{self.name} replays recorded answers: it has no logits to score")
 
-    def generate(self, tok, instructions, max_new_tokens):
+    def generate_answers(self, tok, instructions, max_new_tokens):
+        """The recorded answers, for the prompt format and max_new_tokens they were recorded with.
+
+        Lesson 13."""
         if getattr(tok, "prompt_format", None) != self.prompt_format:
             raise ValueError(
                 f"{self.name} was recorded with prompt format {self.prompt_format!r}, "
@@ -5027,17 +5031,14 @@ def load_recording_13(path=RECORDING_13_PATH):
     recorded from.
 
     Lesson 13."""
-    rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    rec, command = (
+        json.loads(Path(path).read_text(encoding="utf-8")),
+        "python evalcore.py record-13",
+    )
     gguf = _sha256(check_smollm2_gguf())
-    if rec["model"]["sha256"] != gguf:
-        raise ValueError(
-            f"{path} was recorded with {rec['model']['file']} {rec['model']['sha256'][:12]}, "
-            f"the installed one is {gguf[:12]}: run `python evalcore.py record-13`"
-        )
-    if rec["fixture"]["sha256"] != _sha256(FIXTURES_PATH):
-        raise ValueError(
-            f"{path} was recorded on another data/fixtures.json: run `python evalcore.py record-13`"
-        )
+    _check_recorded(path, rec["model"]["file"], rec["model"]["sha256"], gguf, command)
+    fixtures = _sha256(FIXTURES_PATH)
+    _check_recorded(path, "data/fixtures.json", rec["fixture"]["sha256"], fixtures, command)
     return rec
 
 
@@ -5281,11 +5282,7 @@ def load_served_recording(path):
     Lesson 14."""
     rec = json.loads(Path(path).read_text(encoding="utf-8"))
     recorded = rec["model"]["gguf"]["sha256"]
-    if recorded != SMOLLM2_SHA256:
-        raise ValueError(
-            f"{path} was recorded from model file {recorded[:12]}, this course serves "
-            f"{SMOLLM2_SHA256[:12]}: run `make record-served`"
-        )
+    _check_recorded(path, "model file", recorded, SMOLLM2_SHA256, "make record-served")
     check_smollm2_gguf()  # and the installed file is that one
     return rec
 
@@ -5985,7 +5982,8 @@ class ServedModel(HTTPClient):
     Up to max_in_flight requests at once, results in input order, a progress bar, and HTTPClient's
     retries, timeouts, cache and key redaction; an unusable reply raises ServerUnavailable, never
     a number. prompt_max_tokens: 0 where the server reads it as "score the prompt only" (vLLM), 1
-    where 0 means "no limit" (llama.cpp's server): the one generated token is then dropped.
+    where 0 means "no limit" (llama.cpp's server): the one generated token is then dropped. tok
+    gives the vocabulary size; generate passes each call's tokenizer, which builds the prompts.
 
     Lesson 14; its transport is Appendix A (HTTPClient)."""
 
@@ -5995,7 +5993,6 @@ class ServedModel(HTTPClient):
     def __init__(self, base_url, model, tok, max_in_flight=SERVED_IN_FLIGHT, max_len=None,
                  prompt_max_tokens=0, progress=True, **client_kwargs):  # fmt: skip
         super().__init__(base_url, model, **client_kwargs)
-        self.tok = tok
         self.max_in_flight = _positive_int("max_in_flight", max_in_flight)
         self.prompt_max_tokens = _check_number("prompt_max_tokens", prompt_max_tokens, 0, 1,
                                                integer=True)  # fmt: skip
@@ -6086,29 +6083,29 @@ class ServedModel(HTTPClient):
             for (_, first), lps in zip(windows, served)
         ]
 
-    def generate_answers(self, instructions, max_new_tokens):
-        """generate for a served model: greedy answers, from /v1/chat/completions when the
-        tokenizer has a chat template (the server applies the same one), else /v1/completions
-        on the locally built prompt, stopping at the tokenizer's stop tokens.
+    def generate_answers(self, tok, instructions, max_new_tokens):
+        """generate for a served model: greedy answers, from /v1/chat/completions when tok has a
+        chat template (the server applies the same one), else /v1/completions on the prompt tok
+        builds here, stopping at tok's stop tokens.
 
         Lesson 14."""
-        one = functools.partial(self._one_answer, max_new_tokens=max_new_tokens)
+        one = functools.partial(self._one_answer, tok, max_new_tokens=max_new_tokens)
         return self._map(one, list(instructions), "answering")
 
-    def _one_answer(self, instruction, max_new_tokens):
+    def _one_answer(self, tok, instruction, max_new_tokens):
         common = {"model": self.model, "temperature": 0, "max_tokens": max_new_tokens}
-        if getattr(self.tok, "prompt_format", None) == "chat_template":
+        if getattr(tok, "prompt_format", None) == "chat_template":
             messages = [{"role": "user", "content": instruction}]
             body = self._json("/chat/completions", {**common, "messages": messages})
             outcome, text = _reply_content(json.dumps(body))
         else:
-            prompt, stops = self.tok.encode_prompt(instruction), sorted(self.tok.stop_ids)
+            prompt, stops = tok.encode_prompt(instruction), sorted(tok.stop_ids)
             body = self._json("/completions", {**common, "prompt": prompt,
                                                "stop_token_ids": stops})  # fmt: skip
             outcome, text = _completion_text(body)
         if outcome != "ok" or not isinstance(text, str):
             raise ServerUnavailable(f"no answer to {_clip(instruction)!r}: {text}")
-        prefix = self.tok._prefix() if hasattr(self.tok, "_prefix") else ""
+        prefix = tok._prefix() if hasattr(tok, "_prefix") else ""
         return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
     def next_token_logprobs(self, prompts, top=20):

@@ -34,7 +34,7 @@
 #   with labels the course wrote, with intervals that resample questions, against the mock judge and
 #   chance.
 #
-# **Time:** about 30 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
+# **Time needed:** about 75 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
 # Nothing here leaves your machine: every server binds to 127.0.0.1.
 
 # %%

@@ -313,7 +313,7 @@ assert by_policy["reference in answer"].value >= by_policy["span after 'is'"].va
 # %% [markdown]
 # The same 20 answers score anywhere from 0 to 0.70, by a choice made after generation. The first
 # sentence rescues nothing: SmolLM2's first sentences are whole sentences. The span after "is"
-# rescues the five "The capital of X is Y." answers (+0.25 [0.05, 0.45], McNemar p = 0.0625: on 20
+# rescues the five "The capital of X is Y." answers (+0.25 [0.04, 0.47], McNemar p = 0.0625: on 20
 # examples, not even that is beyond doubt). Containment rescues 14 (p = 0.0001), and among what it
 # accepts are answers a reader would reject: "Owls are nocturnal animals, which means they are active
 # at night and hunt during the day" contains "at night"; "Mount Everest, also known as K2" contains
@@ -400,16 +400,18 @@ plain_em = ec.paired_difference(prompt_results["chat"][0], prompt_results["plain
 few_em = ec.paired_difference(prompt_results["chat"][0], prompt_results["chat, few words"][0])
 assert few_f1["diff"] > 0 and few_f1["ci95"][0] < 0 < few_f1["ci95"][1]  # up, within noise
 assert few_em["diff"] < 0 and few_em["ci95"][0] < 0 < few_em["ci95"][1]  # down, within noise
-assert plain_em["diff"] < 0 and plain_em["ci95"][1] < 0  # without the template: beyond noise
+assert plain_em["diff"] < 0 and plain_em["ci95"][1] < 0  # the interval excludes 0, only just
+assert plain_em["p_mcnemar"] > 0.05  # while the exact test does not: borderline
 assert prompt_results["chat, few words"][0].extras["prompt_format"] != "chat_template"
 
 # %% [markdown]
 # Exact match (whole answer) stays at 0 under all three prompts, so the table scores containment,
 # the lenient policy of section 3, beside token F1. Without the chat template the model, not tuned
 # for the plain prompt, answers empty strings, wrong numbers and stray text: containment falls by
-# 0.25 [−0.45, −0.10] (5 answers lost, none gained; McNemar p = 0.06). "Answer in a few words."
+# 0.25 [−0.43, −0.03] (5 answers lost, none gained). Newcombe's interval only just excludes 0 and
+# McNemar's exact test gives p = 0.06: borderline, not a finding to lean on. "Answer in a few words."
 # halves the answers' length (26 words on average to 11) and token F1 rises by 0.04 [−0.001, +0.09],
-# while containment falls by 0.25 [−0.50, +0.05]: a shorter answer has fewer chances to contain the
+# while containment falls by 0.25 [−0.49, +0.05]: a shorter answer has fewer chances to contain the
 # reference somewhere ("Water boils at 100 Celsius." lacks "degrees"), and a few turn wrong ("The
 # answer is "Lamb"" for milk). The two metrics move in opposite directions, and on 20 questions
 # neither move of the instruction is established beyond noise. None of the three prompts gives
@@ -543,8 +545,8 @@ assert padded["up"] == 0, f"filler raised {padded['up']} of the mock judge's sco
 # - Answer-extraction policies move the same answers' exact match from 0 to 0.70. The lenient one
 #   accepts "not Paris"; a policy is chosen on development examples, named in the result, and judged
 #   on reserved ones, where the one chosen here was worth nothing.
-# - The prompt moves the score: without the chat template, containment falls beyond its paired
-#   interval; "Answer in a few words." halves the answers' length, raises token F1 and lowers
+# - The prompt moves the score: without the chat template, containment falls by 0.25, a paired
+#   interval that only just excludes 0 (McNemar p = 0.06: borderline); "Answer in a few words." halves the answers' length, raises token F1 and lowers
 #   containment, each within noise on 20 questions. A score without its prompt cannot be compared.
 # - Multiple choice and calibration work unchanged; the ECE is read against the noise floor of the
 #   model's own confidences.

@@ -9,6 +9,7 @@ count changes no expected value.
 
 import json
 import os
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 os.environ.setdefault(
@@ -65,3 +66,22 @@ def strict_loads(text):
         raise AssertionError(f"non-standard JSON constant {constant}")
 
     return json.loads(text, parse_constant=refuse)
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    """A quiet request handler for the tests' own loopback servers, with send(status, body)."""
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, body, headers=()):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        try:
+            self.send_response(status)
+            for k, v in headers:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except ConnectionError:  # the client gave up (a timeout test): nothing to answer
+            pass

@@ -14,12 +14,13 @@ import sys
 import threading
 import time
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
 
 import evalcore as ec
+from conftest import JSONHandler
 
 KEY = "sk-test-DO-NOT-LEAK-7f3a9c"
 FAST = dict(backoff=0.001, max_backoff=0.005)  # retries in milliseconds
@@ -33,23 +34,8 @@ def completion(content):
     }
 
 
-class ScriptedHandler(BaseHTTPRequestHandler):
+class ScriptedHandler(JSONHandler):
     """Behaves as the first path segment says (/ok/..., /429/...); /mixed/ reads the instruction."""
-
-    def log_message(self, *args):
-        pass
-
-    def send(self, status, body, headers=()):
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        try:
-            self.send_response(status)
-            for k, v in headers:
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except ConnectionError:  # the client gave up (the timeout test): nothing to answer
-            pass
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
