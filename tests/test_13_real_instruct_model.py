@@ -461,6 +461,21 @@ def test_smollm2_generation_equals_the_uncached_loop(smollm2, smollm2_answers):
         assert smollm2_answers[i][:12] == uncached_greedy(model, tok, prompts[i], 12), prompts[i]
 
 
+@torch.no_grad()
+def test_every_smollm2_answer_is_greedy_under_one_unpadded_forward(smollm2, smollm2_answers):
+    # The uncached loop's step t takes the argmax at the last position of prompt + answer[:t]; a
+    # causal model gives that position the same logits inside the whole prompt + answer. So one
+    # unpadded, uncached forward per prompt checks all 60 answers token for token: each token is
+    # the argmax before it, and a stop token is the argmax after an answer shorter than 48.
+    model, tok = smollm2
+    for question, answer in zip(fixture_prompts(), smollm2_answers):
+        prompt = tok.encode_prompt(question)
+        logits = model.hf(input_ids=torch.tensor([prompt + answer])).logits[0]  # (T, V)
+        picks = logits[len(prompt) - 1 :].argmax(-1).tolist()  # (len(answer) + 1,)
+        assert picks[: len(answer)] == answer, question
+        assert len(answer) == 48 or picks[len(answer)] in tok.stop_ids, question
+
+
 # ----------------------------------------------------------------------------------------------
 # Answer-extraction policies, by hand
 # ----------------------------------------------------------------------------------------------
