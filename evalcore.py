@@ -6810,6 +6810,25 @@ def _steps_arg(text):
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
 
 
+_COMMANDS = {  # name: (what it does, for --help; how it runs, given the parsed arguments)
+    "demo": (
+        "train, evaluate, report (the default)",
+        lambda a: run_demo(
+            a.seed, DEMO_STEPS if a.steps is None else a.steps, a.out, per_token=a.per_token
+        ),
+    ),
+    "checkpoint": ("rebuild every shipped checkpoint", lambda a: build_checkpoints(a.seed)),
+    "record": ("re-record data/recording_06.json", lambda a: record_06()),
+    "record-13": ("re-record data/recording_13.json (SmolLM2, about 5 min)", lambda a: record_13()),
+    "serve-judge": (
+        "the mock judge behind an OpenAI-style API on 127.0.0.1",
+        lambda a: serve_judge(a.port),
+    ),
+    "serve-vllm": ("SmolLM2 behind vLLM on 127.0.0.1 (make serve)", lambda a: serve_vllm()),
+    "record-served": ("re-record lessons 09 and 14's served responses", lambda a: record_served()),
+}
+
+
 def main(argv=None):
     """`python evalcore.py [demo|checkpoint|record|record-13|serve-judge|serve-vllm|record-served]
     ...`; returns the exit status.
@@ -6820,21 +6839,8 @@ def main(argv=None):
         "command",
         nargs="?",
         default="demo",
-        choices=[
-            "demo",
-            "checkpoint",
-            "record",
-            "record-13",
-            "serve-judge",
-            "serve-vllm",
-            "record-served",
-        ],
-        help="demo (default): train, evaluate, report; checkpoint: rebuild every "
-        "shipped checkpoint; record: re-record data/recording_06.json; record-13: re-record "
-        "data/recording_13.json (SmolLM2, about 5 min); "
-        "serve-judge: the mock judge behind an OpenAI-style API on 127.0.0.1; serve-vllm: "
-        "SmolLM2 behind vLLM on 127.0.0.1 (make serve); record-served: re-record lessons 09 "
-        "and 14's served responses",
+        choices=list(_COMMANDS),
+        help="; ".join(f"{name}: {what}" for name, (what, _) in _COMMANDS.items()),
     )
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--steps", type=_steps_arg, default=None, help="training steps (>= 1)")
@@ -6849,25 +6855,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     try:
-        if args.command == "checkpoint":
-            build_checkpoints(args.seed)
-        elif args.command == "record":
-            record_06()
-        elif args.command == "record-13":
-            record_13()
-        elif args.command == "serve-judge":
-            serve_judge(args.port)
-        elif args.command == "serve-vllm":
-            serve_vllm()
-        elif args.command == "record-served":
-            record_served()
-        else:
-            run_demo(
-                args.seed,
-                DEMO_STEPS if args.steps is None else args.steps,
-                args.out,
-                per_token=args.per_token,
-            )
+        _COMMANDS[args.command][1](args)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
