@@ -6819,7 +6819,10 @@ _COMMANDS = {  # name: (what it does, for --help; how it runs, given the parsed 
     ),
     "checkpoint": ("rebuild every shipped checkpoint", lambda a: build_checkpoints(a.seed)),
     "record": ("re-record data/recording_06.json", lambda a: record_06()),
-    "record-13": ("re-record data/recording_13.json (SmolLM2, about a minute)", lambda a: record_13()),
+    "record-13": (
+        "re-record data/recording_13.json (SmolLM2, about a minute)",
+        lambda a: record_13(),
+    ),
     "serve-judge": (
         "the mock judge behind an OpenAI-style API on 127.0.0.1",
         lambda a: serve_judge(a.port),
