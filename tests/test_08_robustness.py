@@ -272,6 +272,16 @@ def test_tarone_holm_by_hand_steps_down_further_than_holm():
     assert ec.tarone_holm(p, [0.0] * 5) == [True, True, False, False, False]
 
 
+def test_tarone_holm_starts_from_the_smallest_p_and_rejects_at_the_level_itself():
+    # Continuous tests (every floor 0), so K is the number of tests left: Holm. Given out of
+    # order: 0.01 <= 0.05/3 rejects; 0.025 <= 0.05/2 and 0.05 <= 0.05/1 reject too, each exactly
+    # at its level (Holm rejects p <= alpha / K; halving 0.05 is exact in binary).
+    assert ec.tarone_holm([0.05, 0.01, 0.025], [0.0] * 3) == [True, True, True]
+    # 0.04 is the smallest of these four only in input order: Holm starts from 0.001 (<= 0.0125)
+    # and stops at 0.02 > 0.05/3
+    assert ec.tarone_holm([0.04, 0.001, 0.02, 0.3], [0.0] * 4) == [False, True, False, False]
+
+
 @pytest.mark.parametrize(
     "args, match",
     [

@@ -296,6 +296,45 @@ def test_ids_are_moved_to_the_models_device():
     assert [ids.device.type for ids in seen] == ["meta"]
 
 
+def test_generation_feeds_its_batch_to_the_models_device():
+    hf_tok = byte_bpe()
+    model, tok = ec.wrap_hf(tiny_llama(len(hf_tok)).to("meta"), hf_tok)
+    seen = []
+
+    def stop(module, args, kwargs):
+        seen.append({k: kwargs[k].device.type for k in ("input_ids", "attention_mask")})
+        raise Arrived
+
+    model.hf.register_forward_pre_hook(stop, with_kwargs=True)
+    with pytest.raises(Arrived):  # prompts are encoded on the CPU
+        ec.generate(model, tok, ["Why?", "Why is the sky blue?"], max_new_tokens=3)
+    assert seen == [{"input_ids": "meta", "attention_mask": "meta"}]
+
+
+def test_a_prompt_and_answer_that_fill_the_context_exactly_are_generated():
+    hf_tok = byte_bpe()
+    model, tok = ec.wrap_hf(script(tiny_llama(len(hf_tok), max_len=24), {}, default=X), hf_tok)
+    n = len(raw(hf_tok, "Question: Why?\nAnswer:"))  # the plain prompt, counted by the tokenizer
+    assert n < 24
+    # the scripted model always says "x", which is no stop token: 24 - n of them fill the context
+    assert ec.generate(model, tok, ["Why?"], max_new_tokens=24 - n) == ["x" * (24 - n)]
+    with pytest.raises(ValueError, match=f"max_new_tokens={25 - n} exceeds the model's max_len=24"):
+        ec.generate(model, tok, ["Why?"], max_new_tokens=25 - n)
+
+
+def test_load_hf_hands_a_hub_names_gguf_file_to_transformers(monkeypatch):
+    hf_tok, calls = byte_bpe(), []
+
+    def from_pretrained(name_or_path, **kwargs):  # no download: record what transformers gets
+        calls.append((name_or_path, kwargs))
+        return tiny_llama(len(hf_tok)), hf_tok
+
+    monkeypatch.setattr(ec, "_from_pretrained", from_pretrained)
+    model, _ = ec.load_hf("someone/tiny-GGUF", gguf_file="tiny.Q4_0.gguf", dtype=torch.float64)
+    assert calls == [("someone/tiny-GGUF", {"dtype": torch.float64, "gguf_file": "tiny.Q4_0.gguf"})]
+    assert model.config.name == "someone/tiny-GGUF"
+
+
 @pytest.fixture(scope="module")
 def saved_llama(tmp_path_factory):
     folder = tmp_path_factory.mktemp("llama")

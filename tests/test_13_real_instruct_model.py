@@ -291,6 +291,36 @@ def test_token_losses_match_float64_on_a_100k_vocabulary(confidence):
         assert not torch.allclose(plain.double(), reference, rtol=1e-2, atol=0)
 
 
+def test_token_nll_subtracts_the_two_logits_in_float64():
+    # A target 29.9 below the top logit, and no other: NLL = gap + log1p(exp(-gap)), where the
+    # second term is 1e-13. The gap between the float32 numbers 30 and 0.1 is 29.899999998509884
+    # in float64; a float32 subtraction would round it to 29.8999996 (4e-7 off).
+    logits, targets = torch.tensor([[[30.0, 0.1]]]), torch.tensor([[1]])
+    gap = 30.0 - float(torch.tensor(0.1))  # float32's 0.1, subtracted in float64
+    nll = ec._token_nll(logits, targets)
+    assert nll.item() == pytest.approx(gap + np.log1p(np.exp(-gap)), rel=1e-15)
+    assert torch.allclose(nll, float64_nll(logits, targets), rtol=1e-14, atol=0)
+
+
+def test_token_nll_of_bfloat16_logits_is_computed_in_float32_or_better():
+    # A model loaded with dtype=torch.bfloat16 gives bfloat16 logits: 8 bits of mantissa, so an
+    # exponential summed in bfloat16 would be about 0.4% off. The reference is a float64
+    # log-softmax of the very same bfloat16 numbers.
+    g = torch.Generator().manual_seed(3)
+    logits = (torch.randn(2, 20, 1000, generator=g) * 2).bfloat16()
+    targets = torch.randint(1000, (2, 20), generator=g)
+    ours = ec._token_nll(logits, targets)
+    assert torch.allclose(ours, float64_nll(logits, targets), rtol=1e-6, atol=0)
+
+
+def test_token_nll_with_a_chunk_smaller_than_a_row_takes_one_position_at_a_time():
+    g = torch.Generator().manual_seed(4)
+    logits, targets = torch.randn(2, 3, 50, generator=g), torch.randint(50, (2, 3), generator=g)
+    ours = ec._token_nll(logits, targets, chunk=7)  # 7 logits a chunk, fewer than a row's 50
+    assert torch.equal(ours, ec._token_nll(logits, targets))
+    assert torch.allclose(ours, float64_nll(logits, targets), rtol=1e-6, atol=0)
+
+
 def test_token_nll_keeps_infinite_and_refuses_nan_losses():
     logits = torch.tensor([[[0.0, -float("inf"), 1.0], [0.0, 0.0, 0.0]]])
     nll = ec._token_nll(logits, torch.tensor([[1, 2]]))
