@@ -1204,8 +1204,13 @@ def with_interval(result, n_resamples=2000, seed=SEED):
 
 
 def _normalised(name, values):
-    """normalise_metric over a tensor of values (one per resample)."""
-    return torch.tensor([normalise_metric(name, float(v)) for v in values], dtype=torch.float64)
+    """normalise_metric over a tensor of values (one per resample); a resample on which the eval
+    had no example stays NaN (normalise_metric would read it as 0), so it can be left out."""
+    values = [float(v) for v in values]
+    return torch.tensor(
+        [math.nan if math.isnan(v) else normalise_metric(name, v) for v in values],
+        dtype=torch.float64,
+    )
 
 
 def _joint_inputs(results):

@@ -452,17 +452,21 @@ def test_finite_percentiles_leave_out_the_resamples_marked_nan():
     assert ec._finite_percentiles(torch.tensor([1.0, math.nan, math.nan]), 0.95) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="evalcore bug, reported (issue 19): normalise_metric maps a resample's NaN (an eval "
-    "with no example drawn) to 0 before _finite_percentiles can leave that resample out",
-)
 def test_resamples_without_an_eval_are_left_out_not_scored_zero():
     # Two evals right on every example, on four facts: every resample on which each eval has an
     # example scores 1; a resample that draws neither of an eval's facts has no value for it.
     a = _binary("exact_match", [1, 1], ["x", "y"])
     b = _binary("token_f1", [1, 1], ["z", "w"])
     assert ec.aggregate_interval([a, b], {"exact_match": 0.5, "token_f1": 0.5}) == [1.0, 1.0]
+
+
+def test_paired_resamples_without_an_eval_are_left_out_not_scored_zero():
+    # a wrong everywhere, b right everywhere: on every resample that draws each eval, b - a is 1;
+    # one that draws neither of an eval's facts has no difference for it (not 0 - 0 = 0).
+    a = [_binary("exact_match", [0, 0], ["x", "y"]), _binary("token_f1", [0, 0], ["z", "w"])]
+    b = [_binary("exact_match", [1, 1], ["x", "y"]), _binary("token_f1", [1, 1], ["z", "w"])]
+    out = ec.paired_aggregate_difference(a, b, weights={"exact_match": 0.5, "token_f1": 0.5})
+    assert out["ci95"] == [1.0, 1.0]
 
 
 def test_core_evals_attach_each_examples_fact(evals):
