@@ -969,8 +969,8 @@ MUTANTS = [
         "            index, n_units = list(range(len(labels))), len(labels)\n",
         "the shared facts resampled row by row: a fact asked by two evals drawn apart in each",
     ),
-    # Killed by _finite_percentiles' own test: through aggregate_interval no resample is NaN today,
-    # as normalise_metric maps an eval's NaN to 0 first (a bug, reported; a strict xfail test)
+    # Killed by _finite_percentiles' own test and through aggregate_interval, since a resample
+    # without an eval stays NaN through normalisation (_normalised)
     M(
         "intervals",
         "aggregate-keeps-nan-resamples",
