@@ -3639,16 +3639,16 @@ def judge_messages(instruction, prediction, reference):
     format.
 
     Lesson 09."""
-    item = json.dumps(
-        {"instruction": instruction, "reference": reference, "prediction": prediction},
-        ensure_ascii=False,
-        indent=1,
-    )
-    ask = (
-        "Grade this item.\n```json\n" + item + "\n```\nReply with a JSON object only: "
-        '{"score": <an integer from 1 to 5>, "rationale": "<one sentence>"}'
-    )
-    return [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": ask}]
+    item = {"instruction": instruction, "reference": reference, "prediction": prediction}
+    reply = '{"score": <an integer from 1 to 5>, "rationale": "<one sentence>"}'
+    return _rubric_messages(JUDGE_RUBRIC, "Grade this item.", item, reply)
+
+
+def _rubric_messages(rubric, request, item, reply_format):
+    """[system: rubric, user: the request, the item as fenced JSON, the reply format]."""
+    fenced = "```json\n" + json.dumps(item, ensure_ascii=False, indent=1) + "\n```"
+    ask = f"{request}\n{fenced}\nReply with a JSON object only: {reply_format}"
+    return [{"role": "system", "content": rubric}, {"role": "user", "content": ask}]
 
 
 def _json_objects(text):
@@ -3905,16 +3905,10 @@ def pairwise_messages(instruction, reference, answer_a, answer_b):
     """The chat messages of a pairwise judge: which of answers A and B is right.
 
     Lesson 09."""
-    item = json.dumps(
-        {"instruction": instruction, "reference": reference, "A": answer_a, "B": answer_b},
-        ensure_ascii=False,
-        indent=1,
+    item = {"instruction": instruction, "reference": reference, "A": answer_a, "B": answer_b}
+    return _rubric_messages(
+        PAIRWISE_RUBRIC, "Which answer is better?", item, '{"better": "A" or "B"}'
     )
-    ask = (
-        "Which answer is better?\n```json\n" + item + "\n```\nReply with a JSON object only: "
-        '{"better": "A" or "B"}'
-    )
-    return [{"role": "system", "content": PAIRWISE_RUBRIC}, {"role": "user", "content": ask}]
 
 
 def position_bias(model, tok, pairs):

@@ -7,9 +7,11 @@ with 2 threads and 0.02 s with 1. Every comparison below is made inside one proc
 count changes no expected value.
 """
 
+import contextlib
 import json
 import os
-from http.server import BaseHTTPRequestHandler
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 os.environ.setdefault(
@@ -59,6 +61,19 @@ def trained_model():
     )
 
 
+# The top-level keys of a report's JSON, schema 3 (the README lists them), written out rather than
+# read from evalcore, so a key added or lost there fails the tests
+REPORT_KEYS = {
+    "schema_version",
+    "aggregate",
+    "aggregate_ci95",
+    "aggregate_ci_method",
+    "weights",
+    "evals",
+    "meta",
+}
+
+
 def strict_loads(text):
     """json.loads that fails on NaN, Infinity and -Infinity, as strict JSON parsers do."""
 
@@ -85,3 +100,23 @@ class JSONHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except ConnectionError:  # the client gave up (a timeout test): nothing to answer
             pass
+
+
+@contextlib.contextmanager
+def loopback_server(handler, **state):
+    """A ThreadingHTTPServer with `handler` on 127.0.0.1 (a free port), `state` set on it, a
+    `lock`, and its URL in `base`; shut down and closed on exit."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    srv.lock = threading.Lock()
+    for name, value in state.items():
+        setattr(srv, name, value)
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    srv.base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        thread.join(timeout=5)
+        srv.server_close()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import evalcore as ec
-from conftest import strict_loads
+from conftest import REPORT_KEYS, strict_loads
 from evalcore import EvalResult
 
 # ----------------------------------------------------------------------------------------------
@@ -238,15 +238,7 @@ def test_aggregate_rejects_bad_results():
 def test_report_to_dict_keys_and_values():
     report = ec.aggregate(results(*ALL), meta={"seed": 0})
     d = report.to_dict()
-    assert set(d) == {
-        "schema_version",
-        "aggregate",
-        "aggregate_ci95",
-        "aggregate_ci_method",
-        "weights",
-        "evals",
-        "meta",
-    }
+    assert set(d) == REPORT_KEYS
     assert d["schema_version"] == 3
     assert d["aggregate_ci_method"].startswith("undefined")
     assert d["aggregate"] == pytest.approx(0.485, abs=1e-12)

@@ -11,16 +11,14 @@ import logging
 import socket
 import subprocess
 import sys
-import threading
 import time
 from email.utils import formatdate
-from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
 
 import evalcore as ec
-from conftest import JSONHandler
+from conftest import JSONHandler, loopback_server
 
 KEY = "sk-test-DO-NOT-LEAK-7f3a9c"
 FAST = dict(backoff=0.001, max_backoff=0.005)  # retries in milliseconds
@@ -99,16 +97,8 @@ class ScriptedHandler(JSONHandler):
 
 @pytest.fixture
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedHandler)
-    srv.daemon_threads = True
-    srv.hits, srv.requests, srv.lock = {}, [], threading.Lock()
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    srv.base = f"http://127.0.0.1:{srv.server_address[1]}"
-    yield srv
-    srv.shutdown()
-    thread.join(timeout=5)
-    srv.server_close()
+    with loopback_server(ScriptedHandler, hits={}, requests=[]) as srv:
+        yield srv
 
 
 def judge_for(server, mode, model="judge-model", **kw):

@@ -10,15 +10,13 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
-from http.server import ThreadingHTTPServer
 
 import pytest
 import torch
 
 import evalcore as ec
-from conftest import JSONHandler, make_tiny
+from conftest import JSONHandler, loopback_server, make_tiny
 
 KEY = "sk-served-DO-NOT-LEAK-41c2"
 FAST = dict(backoff=0.001, max_backoff=0.005, progress=False)
@@ -92,16 +90,8 @@ def tiny():
 
 @pytest.fixture
 def stub(tiny):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), StubHandler)
-    srv.daemon_threads = True
-    srv.model, srv.hits, srv.lock = tiny[0], {}, threading.Lock()
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    srv.base = f"http://127.0.0.1:{srv.server_address[1]}"
-    yield srv
-    srv.shutdown()
-    thread.join(timeout=5)
-    srv.server_close()
+    with loopback_server(StubHandler, model=tiny[0], hits={}) as srv:
+        yield srv
 
 
 def served(stub, tok, mode, **kw):

@@ -12,7 +12,7 @@ import torch
 from packaging.requirements import Requirement
 
 import evalcore as ec
-from conftest import strict_loads
+from conftest import REPORT_KEYS, strict_loads
 
 # ----------------------------------------------------------------------------------------------
 # The demo, end to end
@@ -60,15 +60,7 @@ def test_demo_exits_0_and_writes_strict_json_with_stable_keys(demo_runs):
         for name in ("perplexity", "exact_match", "token_f1", "judge"):
             assert name in out
         report = strict_loads((folder / "r.json").read_text(encoding="utf-8"))
-        assert set(report) == {
-            "schema_version",
-            "aggregate",
-            "aggregate_ci95",
-            "aggregate_ci_method",
-            "weights",
-            "evals",
-            "meta",
-        }
+        assert set(report) == REPORT_KEYS
         assert set(report["evals"]) == {"perplexity", "exact_match", "token_f1", "judge"}
         for ev in report["evals"].values():
             assert set(ev) == {
