@@ -4280,7 +4280,22 @@ class HFCausalLM(nn.Module):
         return self.hf(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
 
 
-class HFTokenizer:
+class _AnswerFormat:
+    """encode_answer and decode_answer for a tokenizer whose prompt may end in an answer prefix
+    (`_prefix()`: PLAIN_ANSWER_PREFIX after a plain prompt, nothing after a chat template)."""
+
+    def encode_answer(self, answer):
+        """The answer's ids as they follow the prompt, and the EOS that ends it."""
+        _check_str("answer", answer)
+        return self.encode(self._prefix() + answer) + [self.eos_id]
+
+    def decode_answer(self, ids):
+        """Generated ids -> the answer text, without the space that follows "Answer:"."""
+        text = self.decode(ids)
+        return text[len(self._prefix()) :] if text.startswith(self._prefix()) else text
+
+
+class HFTokenizer(_AnswerFormat):
     """A Hugging Face tokenizer behind evalcore's tokenizer interface (see InstructionTokenizer).
 
     Prompts use the tokenizer's chat template when it has one, else PLAIN_PROMPT; `prompt_format`
@@ -4331,16 +4346,6 @@ class HFTokenizer:
 
     def _prefix(self):
         return "" if self.use_chat_template else PLAIN_ANSWER_PREFIX
-
-    def encode_answer(self, answer):
-        """The answer's ids as they follow the prompt, and the EOS that ends it."""
-        _check_str("answer", answer)
-        return self.encode(self._prefix() + answer) + [self.eos_id]
-
-    def decode_answer(self, ids):
-        """Generated ids -> the answer text, without the space that follows "Answer:"."""
-        text = self.decode(ids)
-        return text[len(self._prefix()) :] if text.startswith(self._prefix()) else text
 
 
 def prompt_budget(model, tok, instructions, max_new_tokens=48):
@@ -6129,7 +6134,7 @@ class ServedModel(HTTPClient):
         return {str(k): float(v) for k, v in found.items()}
 
 
-class ServedTokenizer(HTTPClient):
+class ServedTokenizer(HTTPClient, _AnswerFormat):
     """The served model's own tokenizer, read from the server: /tokenize and /detokenize (vLLM and
     SGLang offer them), its end token from /tokenizer_info (vLLM, started with
     --enable-tokenizer-info-endpoint, as VLLMServer starts it). One request per text: slower than a
@@ -6196,15 +6201,6 @@ class ServedTokenizer(HTTPClient):
 
     def _prefix(self):
         return PLAIN_ANSWER_PREFIX if self.prompt_format == "plain" else ""
-
-    def encode_answer(self, answer):
-        """The answer's ids as they follow the prompt, and the end token."""
-        _check_str("answer", answer)
-        return self.encode(self._prefix() + answer) + [self.eos_id]
-
-    def decode_answer(self, ids):
-        text = self.decode(ids)
-        return text[len(self._prefix()) :] if text.startswith(self._prefix()) else text
 
 
 def _write_json_atomic(path, obj):
