@@ -10,10 +10,11 @@ ends with the part it belongs to. The index (constants left out; `__all__` lists
 Part 0 · Shared
     model_logits, InstructionTokenizer, TinyGPTConfig, CausalSelfAttention, Block, TinyGPT,
     training_groups, topic_paragraphs, question_framings, training_sequences, packed_stream,
-    train_tinygpt, train_on_stream, save_checkpoint, load_pretrained, generate, load_fixtures,
-    EvalResult, bootstrap_weights, weighted_mean, bootstrap_ci, bootstrap_distribution,
-    mcnemar_exact, newcombe_paired_interval, paired_difference, with_interval,
-    joint_resampled_values, aggregate_interval, resampled_values, paired_aggregate_difference
+    train_tinygpt, train_on_stream, save_checkpoint, load_pretrained, generate, Unanswered,
+    load_fixtures, EvalResult, bootstrap_weights, weighted_mean, bootstrap_ci,
+    bootstrap_distribution, mcnemar_exact, newcombe_paired_interval, paired_difference,
+    with_interval, joint_resampled_values, aggregate_interval, resampled_values,
+    paired_aggregate_difference
 Lesson 01 · Perplexity  (notebooks/01_perplexity_pitfalls.ipynb)
     rolling_windows, token_losses, length_batches, perplexity_eval, nll_by_position
 Lesson 02 · Exact match and its normalisation  (notebooks/02_exact_match_normalisation.ipynb)
@@ -109,8 +110,8 @@ __all__ = [
     "SHORT_CHECKPOINT_STEPS", "SHORT_TRAIN_LEN", "CHECKPOINT_THREADS", "TRAIN_DROPOUT",
     "STREAM_PASSES", "QUESTION_FRAMINGS", "training_groups", "topic_paragraphs",
     "question_framings", "training_sequences", "packed_stream", "train_tinygpt",
-    "train_on_stream", "save_checkpoint", "load_pretrained", "generate", "load_fixtures",
-    "EvalResult", "bootstrap_weights", "weighted_mean", "bootstrap_ci",
+    "train_on_stream", "save_checkpoint", "load_pretrained", "generate", "Unanswered",
+    "load_fixtures", "EvalResult", "bootstrap_weights", "weighted_mean", "bootstrap_ci",
     "bootstrap_distribution", "mcnemar_exact", "newcombe_paired_interval", "paired_difference",
     "with_interval", "joint_resampled_values", "aggregate_interval", "resampled_values",
     "paired_aggregate_difference",
@@ -843,24 +844,41 @@ def _generate_uncached(model, tok, instruction, max_new_tokens):
 
 
 @torch.no_grad()
-def generate(model, tok, instructions, max_new_tokens=48):
+def generate(model, tok, instructions, max_new_tokens=48, keep_unanswered=False):
     """Greedy answers, one str per instruction, decoded until a stop token (tok.stop_ids).
 
     TinyGPT and a wrapped Hugging Face model (wrap_hf) are decoded in left-padded batches with a
     KV cache; any other callable model one prompt at a time without a cache. Batched and
     one-at-a-time calls agree. A prompt that leaves no room for max_new_tokens is a ValueError.
+    A served model's request that failed raises ServerUnavailable, or with keep_unanswered=True
+    leaves an Unanswered in its place (the answer evals leave that example unscored).
 
     Part 0 (shared by every lesson)."""
     _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
     if hasattr(model, "generate_answers"):  # served (lesson 14) or replayed (lesson 13) answers
-        return model.generate_answers(tok, list(instructions), max_new_tokens)
+        answers = model.generate_answers(tok, list(instructions), max_new_tokens)
+        failed = [a for a in answers if isinstance(a, Unanswered)]
+        if failed and not keep_unanswered:
+            raise ServerUnavailable(
+                f"{len(failed)} of {len(answers)} answers failed; the first: {failed[0].reason}"
+            )
+        return answers
     with _eval_mode(model):
         if isinstance(model, HFCausalLM):
             return _generate_hf(model, tok, instructions, max_new_tokens)
         if not isinstance(model, TinyGPT):
             return [_generate_uncached(model, tok, s, max_new_tokens) for s in instructions]
         return _generate_batched(model, tok, instructions, max_new_tokens)
+
+
+class Unanswered(NamedTuple):
+    """In generate's answers with keep_unanswered=True: the place of an answer a served model
+    could not give (lesson 14), with the reason.
+
+    Part 0 (shared by every lesson)."""
+
+    reason: str
 
 
 def _generate_batched(model, tok, instructions, max_new_tokens):
@@ -1643,7 +1661,39 @@ def _check_pairs(pairs):
 
 def _answer(model, tok, pairs, max_new_tokens):
     _check_pairs(pairs)
-    return generate(model, tok, [q for q, _ in pairs], max_new_tokens=max_new_tokens)
+    instructions = [q for q, _ in pairs]
+    return generate(model, tok, instructions, max_new_tokens=max_new_tokens, keep_unanswered=True)
+
+
+def _answer_result(name, pairs, predictions, score_record, extras):
+    """The EvalResult of answers, each scored by score_record(instruction, prediction, reference,
+    index) -> the record's fields, "score" first. An example with no answer (Unanswered) or whose
+    scorer raised JudgeUnavailable keeps score None and the reason: unscored, never a number. The
+    value is the mean over the scored ones; extras say how many of how many were scored."""
+    records, unscored = [], []
+    for i, ((q, ref), pred) in enumerate(zip(pairs, predictions)):
+        record = {"instruction": q, "prediction": pred, "reference": ref}
+        if isinstance(pred, Unanswered):
+            record["prediction"], reason = None, f"no answer: {pred.reason}"
+        else:
+            try:
+                record, reason = record | score_record(q, pred, ref, i), None
+            except JudgeUnavailable as exc:
+                reason = exc.reason
+        if reason is not None:
+            record |= {"score": None, "unscored": reason}
+            unscored.append({"index": i, "reason": reason})
+        records.append(record)
+    scored = _scored(records)
+    for record in records:  # an unscored record has every field a scored one has, as None
+        record |= {k: None for r in scored[:1] for k in r if k not in record}
+    if not scored:
+        raise ValueError(
+            f"{name}: none of the {len(records)} examples could be scored; first reason: "
+            f"{unscored[0]['reason']}"
+        )
+    extras = extras | {"scored": len(scored), "total": len(records), "unscored": unscored}
+    return with_interval(EvalResult(name, _mean(r["score"] for r in scored), records, extras))
 
 
 def _prompt_format(tok):
@@ -1659,26 +1709,17 @@ def exact_match_eval(model, tok, pairs, max_new_tokens=48):
     """Generate an answer per instruction and score it with exact_match; value is the mean.
 
     Lesson 02."""
-    records = []
-    for (q, ref), pred in zip(pairs, _answer(model, tok, pairs, max_new_tokens)):
-        records.append(
-            {
-                "instruction": q,
-                "prediction": pred,
-                "reference": ref,
-                "score": exact_match(pred, ref),
-                "prediction_normalised": normalise_em(pred),
-                "reference_normalised": _normalised_reference(ref, normalise_em),
-            }
-        )
-    return with_interval(
-        EvalResult(
-            "exact_match",
-            _mean(r["score"] for r in records),
-            records,
-            {"prompt_format": _prompt_format(tok)},
-        )
-    )
+
+    def score_record(q, pred, ref, i):
+        return {
+            "score": exact_match(pred, ref),
+            "prediction_normalised": normalise_em(pred),
+            "reference_normalised": _normalised_reference(ref, normalise_em),
+        }
+
+    predictions = _answer(model, tok, pairs, max_new_tokens)
+    extras = {"prompt_format": _prompt_format(tok)}
+    return _answer_result("exact_match", pairs, predictions, score_record, extras)
 
 
 # =================================================================================================
@@ -1735,29 +1776,24 @@ def token_f1_eval(model, tok, pairs, max_new_tokens=48, segmentation="whitespace
     Lesson 03."""
     _segmenter(segmentation)
     normalise = _nfkc_first(normalise_f1, nfkc)
-    records = []
-    for (q, ref), pred in zip(pairs, _answer(model, tok, pairs, max_new_tokens)):
+
+    def score_record(q, pred, ref, i):
         counts = max(
             (f1_counts(pred, r, normalise_f1, segmentation, nfkc) for r in _references(ref)),
             key=lambda c: _f1_from_counts(*c),
         )
         precision, recall = _precision_recall(*counts)
-        records.append(
-            {
-                "instruction": q,
-                "prediction": pred,
-                "reference": ref,
-                "score": _f1_from_counts(*counts),
-                "precision": precision,
-                "recall": recall,
-                "prediction_normalised": normalise(pred),
-                "reference_normalised": _normalised_reference(ref, normalise),
-            }
-        )
+        return {
+            "score": _f1_from_counts(*counts),
+            "precision": precision,
+            "recall": recall,
+            "prediction_normalised": normalise(pred),
+            "reference_normalised": _normalised_reference(ref, normalise),
+        }
+
+    predictions = _answer(model, tok, pairs, max_new_tokens)
     extras = {"prompt_format": _prompt_format(tok), "segmentation": segmentation, "nfkc": nfkc}
-    return with_interval(
-        EvalResult("token_f1", _mean(r["score"] for r in records), records, extras)
-    )
+    return _answer_result("token_f1", pairs, predictions, score_record, extras)
 
 
 # =================================================================================================
@@ -1818,28 +1854,14 @@ def judge_eval(model, tok, pairs, judge_fn=None, max_new_tokens=48):
 
     Lesson 04."""
     judge_fn = mock_judge if judge_fn is None else judge_fn
-    records, unscored = [], []
-    for i, ((q, ref), pred) in enumerate(zip(pairs, _answer(model, tok, pairs, max_new_tokens))):
-        record = {"instruction": q, "prediction": pred, "reference": ref}
-        try:
-            score, rationale = _check_verdict(judge_fn(q, pred, ref), i)
-        except JudgeUnavailable as exc:
-            score, rationale, record["unscored"] = None, None, exc.reason
-            unscored.append({"index": i, "reason": exc.reason})
-        records.append({**record, "score": score, "rationale": rationale})
-    scored = _scored(records)
-    if not scored:
-        raise ValueError(
-            f"judge_fn scored none of the {len(records)} examples; first reason: "
-            f"{unscored[0]['reason']}"
-        )
-    extras = {
-        "scored": len(scored),
-        "total": len(records),
-        "unscored": unscored,
-        "prompt_format": _prompt_format(tok),
-    }
-    return with_interval(EvalResult("judge", _mean(r["score"] for r in scored), records, extras))
+
+    def score_record(q, pred, ref, i):
+        score, rationale = _check_verdict(judge_fn(q, pred, ref), i)
+        return {"score": score, "rationale": rationale}
+
+    predictions = _answer(model, tok, pairs, max_new_tokens)
+    extras = {"prompt_format": _prompt_format(tok)}
+    return _answer_result("judge", pairs, predictions, score_record, extras)
 
 
 # =================================================================================================
@@ -1860,7 +1882,7 @@ class EvalSpec(NamedTuple):
 
     default_weight: float  # its share of the aggregate when no weights are given
     to_unit: Callable  # its value -> [0, 1], higher is better (NaN and clipping handled outside)
-    may_be_unscored: bool = False  # examples can go unscored (HTTP judge): report n scored/total
+    may_be_unscored: bool = False  # examples often go unscored (HTTP judge): always n scored/total
 
 
 # The one table of evals, with the lesson that teaches each. A new eval: one entry here, one lesson
@@ -2063,13 +2085,13 @@ class FinalReport:
             f"{'eval':<12} {'value':>10} {'95% CI':>19} {'normalised':>10} {'weight':>7} {'n':>7}",
         ]
         for r in self.results:
-            n = len(_scored(r.per_example))
-            n = f"{n}/{len(r.per_example)}" if EVALS[r.name].may_be_unscored else n
+            n, total = len(_scored(r.per_example)), len(r.per_example)
+            n = f"{n}/{total}" if EVALS[r.name].may_be_unscored or n < total else n
             lines.append(
                 f"{r.name:<12} {r.value:>10.4g} {_interval_text(r.extras.get('ci95')):>19} "
                 f"{norm[r.name]:>10.4f} {self.weights[r.name]:>7.3f} {n:>7}"
             )
-        for r in (r for r in self.results if EVALS[r.name].may_be_unscored):
+        for r in self.results:
             lines += [
                 f"  {r.name} could not score example {u['index']}: {u['reason']}"
                 for u in r.extras.get("unscored", [])
@@ -3704,9 +3726,11 @@ VERBOSITY_FILLER = " To be thorough, let me add that this answer was considered 
 
 
 def _judge_items(items):
-    """(instruction, prediction, reference) triples from a list of them or a judge EvalResult."""
+    """(instruction, prediction, reference) triples from a list of them or a judge EvalResult
+    (its examples that have an answer)."""
     if isinstance(items, EvalResult):
-        items = [(r["instruction"], r["prediction"], r["reference"]) for r in items.per_example]
+        records = [r for r in items.per_example if r["prediction"] is not None]
+        items = [(r["instruction"], r["prediction"], r["reference"]) for r in records]
     if not isinstance(items, (list, tuple)) or not items:
         raise ValueError(
             f"items must be a judge EvalResult or a non-empty list of triples, got {items!r}"
@@ -5113,10 +5137,13 @@ def answer_policy_eval(result, policy):
     if policy not in ANSWER_POLICIES:
         raise ValueError(f"policy must be one of {list(ANSWER_POLICIES)}, got {policy!r}")
     score = ANSWER_POLICIES[policy]
-    records = [r | {"score": score(r["prediction"], r["reference"])} for r in result.per_example]
+    records = [  # an unscored example (no answer) stays unscored
+        r if "unscored" in r else r | {"score": score(r["prediction"], r["reference"])}
+        for r in result.per_example
+    ]
     extras = {k: v for k, v in result.extras.items() if k not in ("ci95", "n", "ci_method")}
     extras["answer_policy"] = policy
-    value = _mean(r["score"] for r in records)
+    value = _mean(r["score"] for r in _scored(records))
     return with_interval(EvalResult("exact_match", value, records, extras))
 
 
@@ -6047,8 +6074,9 @@ class ServedModel(HTTPClient):
             _write_json_atomic(path, body)
         return body
 
-    def _map(self, fn, items, what):
-        """fn over items with max_in_flight requests at once; results in input order."""
+    def _map(self, fn, items, what, keep_failures=False):
+        """fn over items with max_in_flight requests at once; results in input order. With
+        keep_failures, an item whose request failed (ServerUnavailable) gives an Unanswered."""
         from concurrent.futures import ThreadPoolExecutor
 
         from tqdm.auto import tqdm
@@ -6058,7 +6086,12 @@ class ServedModel(HTTPClient):
             futures = [pool.submit(fn, item) for item in items]
             out = []
             for f in futures:
-                out.append(f.result())
+                try:
+                    out.append(f.result())
+                except ServerUnavailable as exc:
+                    if not keep_failures:
+                        raise
+                    out.append(Unanswered(self._redact(exc.reason)))
                 bar.update(1)
             bar.close()
         return out
@@ -6090,11 +6123,13 @@ class ServedModel(HTTPClient):
     def generate_answers(self, tok, instructions, max_new_tokens):
         """generate for a served model: greedy answers, from /v1/chat/completions when tok has a
         chat template (the server applies the same one), else /v1/completions on the prompt tok
-        builds here, stopping at tok's stop tokens.
+        builds here, stopping at tok's stop tokens. A request that failed (retries spent, no
+        usable reply) gives an Unanswered in its answer's place: generate raises, the evals leave
+        that example unscored.
 
         Lesson 14."""
         one = functools.partial(self._one_answer, tok, max_new_tokens=max_new_tokens)
-        return self._map(one, list(instructions), "answering")
+        return self._map(one, list(instructions), "answering", keep_failures=True)
 
     def _one_answer(self, tok, instruction, max_new_tokens):
         common = {"model": self.model, "temperature": 0, "max_tokens": max_new_tokens}

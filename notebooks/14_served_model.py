@@ -307,6 +307,9 @@ plt.show()
 # - A server can be wrong in a way no field shows: log-probabilities one position off (llama.cpp without
 #   a BOS token). `ec.served_sanity_check` compares every token with the same weights in-process and
 #   names the shift; on the reconstructed fault it fails, on vLLM it passes.
+# - A request the server never answers (retries spent) is unscored, never a number: `exact_match_eval`,
+#   `token_f1_eval` and `judge_eval` leave that example out with its reason (`extras["unscored"]`,
+#   `scored` of `total`), and `generate` raises.
 # - Four requests in flight answered the 20 prompts 2.6 times as fast as one at a time (30.7 s against
 #   80 s, one recorded run on a loaded 2-core machine), with identical answers; `make bench` measures
 #   the ratio again against its own baseline.

@@ -319,7 +319,7 @@ RECORD_KEYS = {
 def fixed_answers(monkeypatch):
     calls = []
 
-    def fake_generate(model, tok, instructions, max_new_tokens=48):
+    def fake_generate(model, tok, instructions, max_new_tokens=48, keep_unanswered=False):
         calls.append(list(instructions))
         return [ANSWERS[[q for q, _ in PAIRS].index(s)] for s in instructions]
 

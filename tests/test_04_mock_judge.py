@@ -92,7 +92,7 @@ ANSWERS = ["Paris is the capital of France.", "Tokyo is a city.", "Spiders have 
 
 @pytest.fixture
 def fixed_answers(monkeypatch):
-    def fake_generate(model, tok, instructions, max_new_tokens=48):
+    def fake_generate(model, tok, instructions, max_new_tokens=48, keep_unanswered=False):
         return [ANSWERS[[q for q, _ in PAIRS].index(s)] for s in instructions]
 
     monkeypatch.setattr(ec, "generate", fake_generate)

@@ -83,7 +83,7 @@ def test_verbosity_check_skips_what_the_judge_could_not_score():
 
 def test_verbosity_check_takes_a_judge_result(tok, monkeypatch):
     monkeypatch.setattr(
-        ec, "generate", lambda m, t, qs, max_new_tokens=48: [p for _, p, _ in ITEMS]
+        ec, "generate", lambda m, t, qs, max_new_tokens=48, **_: [p for _, p, _ in ITEMS]
     )
     result = ec.judge_eval(None, tok, [(q, r) for q, _, r in ITEMS])
     assert ec.verbosity_check(ec.mock_judge, result) == ec.verbosity_check(ec.mock_judge, ITEMS)

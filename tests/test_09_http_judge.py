@@ -355,7 +355,7 @@ ANSWERS = {"ok": "Paris", "seven": "Kyoto", "echo500": "Rome", "echo-rationale":
 @pytest.fixture
 def fixed_answers(monkeypatch):
     monkeypatch.setattr(
-        ec, "generate", lambda model, tok, qs, max_new_tokens=48: [ANSWERS[q] for q in qs]
+        ec, "generate", lambda model, tok, qs, max_new_tokens=48, **_: [ANSWERS[q] for q in qs]
     )
 
 

@@ -61,6 +61,8 @@ class StubHandler(JSONHandler):
             return self.send(200, {"choices": [{"index": 0, "message": msg}]})
         ids = body["prompt"]
         if not body.get("echo"):  # a greedy answer, stopped at the stop tokens it was sent
+            if mode == "no-bees" and b"bee" in bytes(i for i in ids if i < 256):
+                return self.send(500, {"error": "no answer about bees"})
             choice = {"index": 0, "text": greedy_text(srv.model, ids, body)}
             return self.send(200, {"choices": [choice]})
         lps = true_logprobs(srv.model, ids)
@@ -289,6 +291,52 @@ def test_core_evals_take_a_served_model_unchanged(stub, tiny):
     for a, b in zip(got[1:], want[1:]):  # the same answers, so the same scores
         assert [r["prediction"] for r in a.per_example] == [r["prediction"] for r in b.per_example]
         assert a.value == b.value
+
+
+BEES = [("what do bees make", "honey"), ("the cat sat on", "the mat"), ("water boils at", "100")]
+
+
+@pytest.mark.parametrize("eval_fn", [ec.exact_match_eval, ec.token_f1_eval, ec.judge_eval])
+def test_an_answer_the_server_never_gave_is_unscored_not_a_number(stub, tiny, eval_fn):
+    model, tok = tiny
+    remote = served(stub, tok, "no-bees", max_retries=1)
+    got, want = (
+        eval_fn(remote, tok, BEES, max_new_tokens=8),
+        eval_fn(model, tok, BEES[1:], max_new_tokens=8),
+    )
+    assert got.value == want.value  # the mean over the two answered, the failure not a 0
+    assert (got.extras["scored"], got.extras["total"], got.extras["n"]) == (2, 3, 2)
+    (unscored,) = got.extras["unscored"]
+    assert unscored["index"] == 0 and "HTTP 500; gave up after 1 retries" in unscored["reason"]
+    assert KEY not in json.dumps(got.extras)
+    first = got.per_example[0]
+    assert first["score"] is None and first["prediction"] is None
+    assert first["unscored"] == unscored["reason"]
+    assert set(first) == {*got.per_example[1], "unscored"}  # the same fields, None where unscored
+    assert [r["score"] for r in got.per_example[1:]] == [r["score"] for r in want.per_example]
+
+
+def test_generate_raises_where_the_evals_leave_an_answer_unscored(stub, tiny):
+    model, tok = tiny
+    remote = served(stub, tok, "no-bees", max_retries=1)
+    with pytest.raises(ec.ServerUnavailable, match="1 of 3 answers failed; the first: HTTP 500"):
+        ec.generate(remote, tok, [q for q, _ in BEES], max_new_tokens=8)
+    answers = ec.generate(remote, tok, [q for q, _ in BEES], 8, keep_unanswered=True)
+    assert isinstance(answers[0], ec.Unanswered) and answers[1:] == ec.generate(
+        model, tok, [q for q, _ in BEES[1:]], 8
+    )
+    with pytest.raises(ValueError, match="exact_match: none of the 1 examples could be scored"):
+        ec.exact_match_eval(remote, tok, BEES[:1], max_new_tokens=8)
+
+
+def test_the_report_and_the_answer_policies_keep_an_unanswered_example_unscored(stub, tiny):
+    tok = tiny[1]
+    remote = served(stub, tok, "no-bees", max_retries=1)
+    em = ec.exact_match_eval(remote, tok, BEES, max_new_tokens=8)
+    table = ec.aggregate([em]).table()
+    assert " 2/3" in table and "exact_match could not score example 0: no answer: HTTP 500" in table
+    rescored = ec.answer_policy_eval(em, "reference in answer")
+    assert rescored.per_example[0]["score"] is None and rescored.extras["n"] == 2
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")

@@ -76,6 +76,7 @@ AREA_TESTS = {
         "test_09_judge_transport_edge_cases.py",
         "test_09_http_judge.py",
         "test_09_real_judge.py::test_http_judge_caps_its_reply_only_when_asked",
+        "test_14_served_stub.py",
     ),
     "protocol_log": ("test_06_protocol_log_edge_cases.py", "test_06_evidence.py"),
     "calibration_bins": (
@@ -882,6 +883,42 @@ MUTANTS = [
         '            payload["max_tokens"] = self.max_tokens\n',
         "            pass\n",
         "the judge's max_tokens cap never sent (vLLM's default is the whole context)",
+    ),
+    # an answer a served model never gave (lesson 14): unscored in the evals, an error in generate
+    M(
+        "judge_transport",
+        "unanswered-scored-zero",
+        '            record |= {"score": None, "unscored": reason}\n',
+        '            record |= {"score": 0.0, "unscored": reason}\n',
+        "an answer the server never gave scored 0, as if it had been wrong",
+    ),
+    M(
+        "judge_transport",
+        "answer-mean-over-every-record",
+        '_mean(r["score"] for r in scored), records, extras))',
+        '_mean(r["score"] or 0 for r in records), records, extras))',
+        "the value averaged over every example, an unscored one counting as 0",
+    ),
+    M(
+        "judge_transport",
+        "served-answers-raise",
+        '"answering", keep_failures=True)',
+        '"answering")',
+        "one failed request stops the whole eval instead of leaving its example unscored",
+    ),
+    M(
+        "judge_transport",
+        "generate-hides-unanswered",
+        "        if failed and not keep_unanswered:\n",
+        "        if failed and keep_unanswered:\n",
+        "generate hands back placeholders where answers failed, without saying so",
+    ),
+    M(
+        "judge_transport",
+        "policy-rescores-unanswered",
+        '        r if "unscored" in r else r | {"score": score(r["prediction"], r["reference"])}\n',
+        '        r | {"score": score(r["prediction"] or "", r["reference"])}\n',
+        "an answer policy scores a missing answer as the empty string",
     ),
     # -- Intervals (Part 0, lesson 06): reported apart --------------------------------------
     M(
