@@ -4099,7 +4099,8 @@ def _vertices(E, e, A, b):
 
 
 def _max_min_margin(D, prior):
-    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest prior."""
+    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest
+    prior (L1, then _tie_costs)."""
     P, k = D.shape
     G = torch.cat(
         [
@@ -4112,15 +4113,16 @@ def _max_min_margin(D, prior):
     X = _vertices(E, torch.ones(1, dtype=torch.float64), G, h)  # x = (w, t)
     X = X[(X @ G.T <= h + _LP_TOL).all(1)]
     t = X[:, -1]
-    best = X[t >= t.max() - _LP_TOL]
-    w = best[(best[:, :-1] - prior).abs().sum(1).argmin(), :-1]
-    return float(t.max()), w
+    best = X[t >= t.max() - _LP_TOL][:, :-1]
+    return float(t.max()), _pick_vertex(
+        best, (best - prior).abs().sum(1), *_tie_costs(best, D, prior)
+    )
 
 
 def _nearest_with_margin(D, prior, margin):
     """LP 2: the w nearest prior (L1) with D w >= margin, w >= 0, sum(w) = 1; ties to the larger
-    margin. The planes w_i = prior_i are the kinks of |w - prior|, so they join the vertex
-    search."""
+    margin, then by _tie_costs. The planes w_i = prior_i are the kinks of |w - prior|, so they
+    join the vertex search."""
     P, k = D.shape
     G = torch.cat([-torch.eye(k, dtype=torch.float64), -D])
     h = torch.cat(
@@ -4133,8 +4135,27 @@ def _nearest_with_margin(D, prior, margin):
     if not len(W):
         return None
     dist, smallest = (W - prior).abs().sum(1), (W @ D.T).min(1).values
-    near = dist <= dist.min() + _LP_TOL
-    return W[near][smallest[near].argmax()]
+    return _pick_vertex(W, dist, -smallest, *_tie_costs(W, D, prior))
+
+
+def _pick_vertex(W, *costs):
+    """The row of W least in the first cost; rows tied within _LP_TOL go on to the next cost,
+    and rows tied in every cost to the first in the vertex search's own order.
+
+    A degenerate LP ties whole faces (lesson 10's five models tie two vertices in L1, and two more
+    in L1 and L2, because exact match and F1 have the same default weight): an argmin would then
+    pick by the last bits of float sums, which differ between CPUs' kernels (under
+    ATEN_CPU_CAPABILITY=default lesson 10 ranked a held-out model 2nd, not 3rd: issue 26)."""
+    keep = torch.ones(len(W), dtype=torch.bool)
+    for cost in costs:
+        keep &= cost <= cost[keep].min() + _LP_TOL
+    return W[keep][0]
+
+
+def _tie_costs(W, D, prior):
+    """Nearer the prior in L2, then the larger separation of the first model from the last
+    (w . sum of D, the margins added up), for _pick_vertex."""
+    return ((W - prior) ** 2).sum(1), -(W @ D.sum(0))
 
 
 @dataclass
