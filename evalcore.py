@@ -6516,18 +6516,23 @@ def humaneval_prompts(tok, problems, prompt_format):
     return tok, [CHAT_CODE_REQUEST.format(prompt=p["prompt"]) for p in problems], (FENCE_STOP,)
 
 
-_FENCE_OPEN = re.compile(r"```[\w+.-]*[ \t]*\n")  # ```python, ```py, ``` and a newline
+_FENCE = re.compile(r"```([\w+.-]*)[ \t]*(\n|$)")  # ```python, ```py or ```, to the line's end
 
 
 def extract_code(answer):
     """The code in a chat answer: the body of its first fenced block (any language tag, or none)
-    up to the next fence, or to the end where generation stopped at that fence; with no opening
-    fence, the answer up to a fence, or all of it.
+    up to the next fence, or to the end where generation stopped at that fence; the whole answer
+    when it has no fence, and the text before it when its one fence is a bare closing one.
 
     Lesson 16."""
     _check_str("answer", answer)
-    opening = _FENCE_OPEN.search(answer)
-    body = answer if opening is None else answer[opening.end() :]
+    fences = list(_FENCE.finditer(answer))
+    if not fences:
+        return answer
+    first = fences[0]
+    if len(fences) == 1 and not first.group(1) and answer[: first.start()].strip():
+        return answer[: first.start()]  # the block was opened in the prompt
+    body = answer[first.end() :]
     end = body.find("```")
     return body if end < 0 else body[:end]
 
@@ -6778,13 +6783,39 @@ def record_hostile_outcomes(path=SANDBOX_OUTCOMES_PATH):
     (`python tools/record_sandbox_16.py`).
 
     Lesson 16."""
-    import socket
     import tempfile
     from datetime import datetime
 
-    with tempfile.TemporaryDirectory() as folder, socket.create_server(("127.0.0.1", 0)) as server:
-        secret = Path(folder, "secret.txt")
-        secret.write_text("the secret\n")
+    secret = Path(tempfile.gettempdir(), "evalcore-secret-16.txt")  # one name: a stable record
+    with open(secret, "x") as f:  # never over a file of someone else's
+        f.write("the secret\n")
+    try:
+        outcomes = _hostile_outcomes_around(secret)
+    finally:
+        secret.unlink()
+    record = {
+        "note": "Each hostile program's outcome under bubblewrap; lesson 16 shows these where "
+        "it cannot run them (isolation 'none').",
+        "isolation": sandbox_info("bubblewrap")["isolation"],
+        "limits": {
+            "memory_mb": SANDBOX_MEMORY_MB,
+            "processes": SANDBOX_PROCESSES,
+            "file_mb": SANDBOX_FILE_MB,
+            "tmp_mb": SANDBOX_TMP_MB,
+        },
+        "date": datetime.now(UTC).date().isoformat(),
+        "programs": outcomes,
+    }
+    Path(path).write_text(json.dumps(record, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return record
+
+
+def _hostile_outcomes_around(secret):
+    """The hostile programs' outcomes, run with an environment variable and a listener set up,
+    after checking that none reached them or changed the secret file."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
         server.setblocking(False)
         os.environ["EVALCORE_SECRET"] = "the secret"
         try:
@@ -6796,23 +6827,9 @@ def record_hostile_outcomes(path=SANDBOX_OUTCOMES_PATH):
         with contextlib.suppress(BlockingIOError):
             server.accept()
             raise RuntimeError("a sandboxed program connected to 127.0.0.1")
-        if secret.read_text() != "the secret\n":
-            raise RuntimeError(f"a sandboxed program changed {secret}")
-    record = {
-        "note": "Each hostile program's outcome under bubblewrap; lesson 16 shows these where "
-        "it cannot run them (isolation 'none').",
-        "isolation": sandbox_info("bubblewrap")["isolation"],
-        "limits": {
-            "memory_mb": SANDBOX_MEMORY_MB,
-            "processes": SANDBOX_PROCESSES,
-            "file_mb": SANDBOX_FILE_MB,
-            "tmp_mb": SANDBOX_TMP_MB,
-        },  # fmt: skip
-        "date": datetime.now(UTC).date().isoformat(),
-        "programs": outcomes,
-    }
-    Path(path).write_text(json.dumps(record, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return record
+    if secret.read_text() != "the secret\n":
+        raise RuntimeError(f"a sandboxed program changed {secret}")
+    return outcomes
 
 
 def _run_hostile(programs):

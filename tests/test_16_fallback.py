@@ -143,3 +143,13 @@ def test_the_limits_are_the_documented_ones():
     assert 1 <= ec.sandbox_workers() <= (os.cpu_count() or 1)
     with pytest.raises(ValueError, match="memory_mb must be an int >= 64"):
         ec.sandbox_workers(32)
+
+
+def test_the_recorded_hostile_outcomes_cover_every_program():
+    record = ec.load_hostile_outcomes()
+    programs = ec.hostile_programs(cgroup="cgroup memory limit" in record["isolation"])
+    assert list(record["programs"]) == list(programs)
+    for name, outcome in record["programs"].items():
+        assert outcome["outcome"] == outcome["expected"] == programs[name]["expected"], name
+    assert record["isolation"].startswith("bubblewrap")
+    assert record["limits"]["memory_mb"] == ec.SANDBOX_MEMORY_MB
