@@ -6083,7 +6083,8 @@ def _bwrap_command(config, runner_fd, program_fd, read_only):
         spaces += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
         spaces += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
-        spaces = ["--unshare-all"] + (["--disable-userns"] if new else [])
+        spaces = ["--unshare-all", "--unshare-user", "--cap-drop", "ALL"]
+        spaces += ["--disable-userns"] if new else []  # no user namespace made inside it
     args = [config["bwrap"], *spaces, "--die-with-parent", "--new-session", "--clearenv"]
     args += ["--hostname", "sandbox", *_system_binds()]
     # bwrap 0.10-0.11 makes a bind's missing parents 0700 (its perms default to 0): --dir first
