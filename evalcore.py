@@ -5708,9 +5708,8 @@ HUMANEVAL_FILE = "HumanEval.jsonl.gz"
 HUMANEVAL_SHA256 = "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"
 
 
-HUMANEVAL_PATH = _installed_file(
-    HUMANEVAL_PACKAGE, HUMANEVAL_FILE
-)  # None when the wheel is missing
+# None when the wheel is missing
+HUMANEVAL_PATH = _installed_file(HUMANEVAL_PACKAGE, HUMANEVAL_FILE)
 
 
 _HUMANEVAL_KEYS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
@@ -5740,20 +5739,22 @@ def load_humaneval(path=None):
 # the machine's files beyond read-only system paths and the Python standard library, a private
 # /tmp as its only writable place, an empty environment, its own session and PID namespace, and
 # rlimits; a wall-clock timeout from outside kills the whole sandbox. Run as root (CI, containers),
-# bwrap makes the binds as root, and the trusted runner drops to an unprivileged uid of its own
-# worker slot before it reads the program: RLIMIT_NPROC never applies to uid 0 (a fork bomb made
-# 150 of 150 processes under a limit of 64 here), and bubblewrap resolves --ro-bind-fd's source by
-# path (realpath in bubblewrap.c, resolve_symlinks_in_ops), so a uid dropped before bwrap cannot
-# bind a Python under /root (mode 700), as this course's is. A program passes only when the runner
-# reports, after the program's last line, a token drawn fresh for the run, on a pipe the program
-# never sees written to before that, and the process then exits with status 0.
+# bwrap makes the binds as root with every capability dropped but CAP_SETUID/SETGID (as root it
+# keeps them all unless told: acquire_privs in bubblewrap.c), and the trusted runner uses those to
+# drop to an unprivileged uid of its own worker slot before it reads the program. Why: RLIMIT_NPROC
+# never applies to uid 0 (a fork loop made 150 of 150 processes under a limit of 64 here), and
+# bubblewrap resolves --ro-bind-fd's source by path (realpath, resolve_symlinks_in_ops), so a uid
+# dropped before bwrap cannot bind a Python under /root (mode 700), as this course's is. A user
+# other than root gets bwrap's unprivileged mode (a user namespace). A program passes only when the
+# runner reports, after the program's last line, a token drawn fresh for the run, on a pipe nothing
+# is written to before that, and the process then exits with status 0.
 SANDBOX_OUTCOMES = ("passed", "failed", "error", "timeout", "memory", "killed")
 
 
 SANDBOX_TIMEOUT = 10.0  # seconds of wall clock a program gets by default
 
 
-SANDBOX_MEMORY_MB = 512  # address space of each process, and the cgroup limit of a sandbox
+SANDBOX_MEMORY_MB = 512  # address space of each process; a sandbox's cgroup: this and its /tmp
 
 
 SANDBOX_PROCESSES = 32  # processes and threads a sandbox may hold (RLIMIT_NPROC)
@@ -6002,6 +6003,10 @@ def _working_bwrap():
         }  # fmt: skip
         config["label"] = _isolation_label(config)
         why = _probe(config)
+        if why is not None and cgroup is not None:  # the cgroup may be what failed: try without
+            plain = {**config, "cgroup": None, "no_cgroup": f"the memory cgroup failed: {why}"}
+            plain["label"] = _isolation_label(plain)
+            config, why = (plain, None) if _probe(plain) is None else (config, why)
         if why is None:
             return config, None
         reasons.append(f"{bwrap}: {why}")
@@ -6018,7 +6023,7 @@ def _no_sandbox(why):
     warnings.warn(
         f"PROGRAMS RUN WITHOUT A SANDBOX ({why}): only rlimits, a temporary folder and an empty "
         "environment stand between a program and this machine; every result says "
-        "isolation='none'. The README's 'The sandbox' section says what to do.",
+        "isolation='none'. The README's section on the sandbox (lesson 16) says what to do.",
         SandboxWarning,
         stacklevel=4,
     )
@@ -6029,7 +6034,7 @@ def _probe(config):
     """None if a trivial program passes in this sandbox configuration, else why not."""
     try:
         result = _run_one(config, "pass\n", 0, _limits(30.0, SANDBOX_MEMORY_MB, 8), 30.0, {})
-    except SandboxUnavailable as exc:
+    except (SandboxUnavailable, OSError) as exc:
         return str(exc)
     if result.passed:
         return None
@@ -6123,20 +6128,28 @@ def _memory_cgroup(base, memory_mb):
         _remove_cgroup(path)
 
 
-def _remove_cgroup(path, wait=2.0):
+def _remove_cgroup(path, wait=2.0, again=True):
+    """Kill what is left in the cgroup and remove it; if the kernel has not let go of it within
+    `wait` seconds (a loaded machine), try again when Python exits."""
+    import atexit
     import signal
 
     stop = time.monotonic() + wait
     while True:
-        for pid in (path / "cgroup.procs").read_text().split():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(pid), signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            for pid in (path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
         try:
             path.rmdir()
             return
+        except FileNotFoundError:
+            return
         except OSError:  # busy until the kernel has reaped the last process
             if time.monotonic() > stop:
-                raise
+                if again:
+                    atexit.register(_remove_cgroup, path, 1.0, False)
+                return
             time.sleep(0.01)
 
 
@@ -6156,32 +6169,11 @@ def _run_one(config, source, slot, limits, timeout, read_only):
         report_r, report_w = os.pipe()
         os.write(token_w, token.encode())
         os.close(token_w)
-        owned = [token_r, report_w]  # the child's ends: closed here once it has them
         stack.callback(os.close, report_r)
-        if config["kind"] == "bubblewrap":
-            runner_fd, program_fd = _memfd("runner", _RUNNER), _memfd("program", source)
-            owned += [runner_fd, program_fd]
-            uid = SANDBOX_UID_BASE + slot if config["root"] else -1
-            argv = _runner_argv(token_r, report_w, uid, "/sandbox/program.py", limits)
-            cmd = _bwrap_command(config, runner_fd, program_fd, read_only)
-            cmd += [*_python_command(config), "/sandbox/runner.py", *argv]
-            cgroup = None
-            if config["cgroup"] is not None:
-                total_mb = (limits["RLIMIT_AS"][0] >> 20) + SANDBOX_TMP_MB  # processes and /tmp
-                cgroup = stack.enter_context(_memory_cgroup(config["cgroup"], total_mb))
-                join = 'echo $$ > "$0" && exec "$@"'  # in the cgroup before bwrap starts
-                cmd = ["/bin/sh", "-c", join, str(cgroup / "cgroup.procs"), *cmd]
-            cwd = "/"
-        else:
-            import tempfile
-
-            cwd = stack.enter_context(tempfile.TemporaryDirectory(prefix="evalcore-sandbox-"))
-            Path(cwd, "runner.py").write_text(_RUNNER, encoding="utf-8")
-            Path(cwd, "program.py").write_text(source, encoding="utf-8")
-            unlimited = {k: v for k, v in limits.items() if k != "RLIMIT_NPROC"}
-            argv = _runner_argv(token_r, report_w, -1, str(Path(cwd, "program.py")), unlimited)
-            cmd = [*_python_command(config), str(Path(cwd, "runner.py")), *argv]
-            cgroup = None
+        owned = [token_r, report_w]  # the child's ends: _start closes (and empties) them
+        stack.callback(lambda: [os.close(fd) for fd in owned])  # only if _start never ran
+        launch = _bwrap_launch if config["kind"] == "bubblewrap" else _plain_launch
+        cmd, cwd, cgroup = launch(config, stack, source, slot, limits, read_only, owned)
         start = time.perf_counter()
         proc = _start(cmd, owned, cwd)
         streams, status, timed_out = _collect(proc, report_r, start + timeout)
@@ -6190,6 +6182,37 @@ def _run_one(config, source, slot, limits, timeout, read_only):
     result = _classify(token, streams, status, timed_out, oom, timeout, config["label"], seconds)
     result.timeout, result.memory_mb = timeout, limits["RLIMIT_AS"][0] >> 20
     return result
+
+
+def _bwrap_launch(config, stack, source, slot, limits, read_only, owned):
+    """(command, working folder, cgroup or None) of a run under bubblewrap: the runner and the
+    program handed over as memory files, the sandbox joined to a fresh memory cgroup first."""
+    runner_fd, program_fd = _memfd("runner", _RUNNER), _memfd("program", source)
+    owned += [runner_fd, program_fd]
+    uid = SANDBOX_UID_BASE + slot if config["root"] else -1
+    argv = _runner_argv(owned[0], owned[1], uid, "/sandbox/program.py", limits)
+    cmd = _bwrap_command(config, runner_fd, program_fd, read_only)
+    cmd += [*_python_command(config), "/sandbox/runner.py", *argv]
+    if config["cgroup"] is None:
+        return cmd, "/", None
+    total_mb = (limits["RLIMIT_AS"][0] >> 20) + SANDBOX_TMP_MB  # its processes and its /tmp
+    cgroup = stack.enter_context(_memory_cgroup(config["cgroup"], total_mb))
+    join = 'echo $$ > "$0" && exec "$@"'  # in the cgroup before bwrap starts
+    return ["/bin/sh", "-c", join, str(cgroup / "cgroup.procs"), *cmd], "/", cgroup
+
+
+def _plain_launch(config, stack, source, slot, limits, read_only, owned):
+    """(command, working folder, None) of a run without bubblewrap: the runner and the program
+    in a temporary folder, the working folder; no process limit (RLIMIT_NPROC would count every
+    process of the user, and none of root's)."""
+    import tempfile
+
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="evalcore-sandbox-"))
+    Path(folder, "runner.py").write_text(_RUNNER, encoding="utf-8")
+    Path(folder, "program.py").write_text(source, encoding="utf-8")
+    unlimited = {k: v for k, v in limits.items() if k != "RLIMIT_NPROC"}
+    argv = _runner_argv(owned[0], owned[1], -1, str(Path(folder, "program.py")), unlimited)
+    return [*_python_command(config), str(Path(folder, "runner.py")), *argv], folder, None
 
 
 def _runner_argv(token_fd, report_fd, uid, program, limits):
@@ -6206,6 +6229,7 @@ def _python_command(config):
 
 
 def _start(cmd, owned, cwd):
+    """The sandbox's process, started with the file descriptors `owned` (then closed here)."""
     import subprocess
 
     try:
@@ -6222,8 +6246,8 @@ def _start(cmd, owned, cwd):
     except OSError as exc:
         raise SandboxUnavailable(f"cannot start {cmd[0]}: {exc}") from None
     finally:
-        for fd in owned:
-            os.close(fd)
+        while owned:  # emptied as closed: a number closed here may soon be another thread's
+            os.close(owned.pop())
 
 
 def _collect(proc, report_fd, deadline, linger=0.5):

@@ -246,3 +246,15 @@ def test_bad_input_gets_an_error_naming_it(kwargs, message):
         ec.run_program(kwargs.pop("source"), **kwargs)
     with pytest.raises(ValueError, match="workers must be an int >= 1"):
         ec.run_programs(["pass\n"], workers=0)
+
+
+def test_a_cgroup_that_cannot_be_made_leaves_bubblewrap_without_it(monkeypatch, tmp_path):
+    ec._sandbox_config.cache_clear()
+    try:
+        monkeypatch.setattr(ec, "_memory_cgroup_base", lambda: (tmp_path / "no-such-cgroup", None))
+        info = ec.sandbox_info()
+        assert info["kind"] == "bubblewrap" and info["cgroup"] is None
+        assert info["no_cgroup"].startswith("the memory cgroup failed")
+        assert ec.run_program("print(1)\n").isolation.endswith("no cgroup)")
+    finally:
+        ec._sandbox_config.cache_clear()
