@@ -6264,15 +6264,19 @@ def _collect(proc, report_fd, deadline, linger=0.5):
     with selectors.DefaultSelector() as selector:
         for fd in names:
             selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
+        while True:
             now = time.perf_counter()
             if ended is None and os.waitid(os.P_PID, proc.pid, _EXITED_NOW) is not None:
                 ended = now
-            if now >= deadline or (ended is not None and now >= ended + linger):
+            if now >= deadline:
                 timed_out = ended is None
                 break
-            wait = min(deadline, ended + linger if ended else deadline, now + 0.05) - now
-            for key, _ in selector.select(max(wait, 0)):
+            if ended is not None and (not selector.get_map() or now >= ended + linger):
+                break
+            wait = max(min(deadline, now + 0.05) - now, 0)
+            if not selector.get_map():  # all closed, still running: wait for its end
+                time.sleep(wait)
+            for key, _ in selector.select(wait) if selector.get_map() else ():
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     selector.unregister(key.fd)

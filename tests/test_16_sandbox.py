@@ -258,3 +258,11 @@ def test_a_cgroup_that_cannot_be_made_leaves_bubblewrap_without_it(monkeypatch, 
         assert ec.run_program("print(1)\n").isolation.endswith("no cgroup)")
     finally:
         ec._sandbox_config.cache_clear()
+
+
+def test_a_program_that_closes_its_pipes_is_still_timed_out_not_killed_early():
+    close = "import os\nfor fd in range(1, 20):\n    try:\n        os.close(fd)\n    except OSError:\n        pass\n"
+    looped = ec.run_program(close + "while True:\n    pass\n", timeout=2)
+    assert looped.outcome == "timeout" and looped.seconds >= 2
+    ended = ec.run_program(close)
+    assert ended.outcome == "failed" and ended.detail == "exited with status 0 before its end"
