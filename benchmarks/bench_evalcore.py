@@ -391,6 +391,34 @@ def bench_served(n_prompts=20, new_tokens=48):
     )
 
 
+def bench_sandbox(n_programs=80, repeat=3):
+    """Lesson 16's sandbox: HumanEval's canonical programs per second under bubblewrap and without
+    it (isolation "none": rlimits and a temporary folder only), the same programs, the same
+    workers, in the same run."""
+    import warnings
+
+    problems = ec.load_humaneval()[:n_programs]
+    samples = [{"task_id": p["task_id"], "completion": p["canonical_solution"]} for p in problems]
+    workers, rates, labels = ec.sandbox_workers(), {}, {}
+
+    def run(isolation):
+        return ec.humaneval_results(problems, samples, isolation=isolation, workers=workers)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ec.SandboxWarning)  # "none" is asked for here
+        for isolation in ("bubblewrap", "none"):
+            results = run(isolation)
+            assert all(r.passed for r in results), f"a canonical solution failed ({isolation})"
+            labels[isolation] = results[0].isolation
+            rates[isolation] = n_programs / best_of(lambda iso=isolation: run(iso), repeat)
+    print(f"sandbox: {n_programs} HumanEval programs, {workers} workers ({labels['bubblewrap']})")
+    print(f"  without bubblewrap (rlimits only)   {rates['none']:6.1f} programs/s")
+    print(
+        f"  bubblewrap                           {rates['bubblewrap']:6.1f} programs/s "
+        f"({rates['bubblewrap'] / rates['none']:.2f}x the rate without it)"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-demo", action="store_true", help="skip the demo wall-time run")
@@ -398,6 +426,7 @@ def main():
     parser.add_argument("--only-smollm2", action="store_true", help="lesson 13's model only")
     parser.add_argument("--skip-served", action="store_true", help="skip vLLM (lesson 14)")
     parser.add_argument("--only-served", action="store_true", help="vLLM (lesson 14) only")
+    parser.add_argument("--skip-sandbox", action="store_true", help="skip lesson 16's sandbox")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
     if not args.skip_served:
@@ -431,6 +460,9 @@ def main():
     print()
     bench_threads(model, tok, fx)
     bench_ngram_overlap()
+    if not args.skip_sandbox:
+        print()
+        bench_sandbox()
     if not args.skip_demo:
         print()
         bench_demo()
