@@ -5683,12 +5683,12 @@ def _delong_logit_interval(wins, confidence):
     """DeLong's variance of the AUC from the pair credits wins (m, n), as an interval on the logit
     scale mapped back to (0, 1); None where it is undefined (a group under 2, AUC 0 or 1)."""
     m, n = wins.shape
-    auc = float(wins.mean())
-    if m < 2 or n < 2 or not 0 < auc < 1:
+    if m < 2 or n < 2:
         return None
+    auc = float(wins.mean())
     # structural components: each member's credit over the non-members, and the reverse
     variance = float(wins.mean(1).var() / m + wins.mean(0).var() / n)  # var: 1/(k - 1)
-    if variance == 0:
+    if variance == 0:  # AUC 0 or 1 (every pair lost or won), or every score tied
         return None
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     centre = math.log(auc / (1 - auc))

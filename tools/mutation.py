@@ -1149,9 +1149,9 @@ MUTANTS = [
     M(
         "contamination",
         "delong-at-one",
-        "    if m < 2 or n < 2 or not 0 < auc < 1:\n",
-        "    if m < 2 or n < 2:\n",
-        "an AUC of 1 gets an interval (a logit of infinity)",
+        "    if variance == 0:  # AUC 0 or 1 (every pair lost or won), or every score tied\n",
+        "    if False:\n",
+        "an AUC of 1 (no spread) gets an interval: a logit of infinity",
     ),
     M(
         "contamination",
