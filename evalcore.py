@@ -61,8 +61,10 @@ Lesson 14 · A served model  (notebooks/14_served_model.ipynb)
     smollm2_server, load_served_recording, served_source, close_served_source; the model
     ServedModel (Appendix A)
 Lesson 15 · Has the model seen the test?  (notebooks/15_contamination.ipynb)
-    load_contamination, tinygpt_training_texts, normalise_ngram, ngram_overlap, mean_token_loss,
-    zlib_ratio, min_k_count, min_k_prob, membership_scores, tpr_at_fpr, membership_auc
+    load_contamination, tinygpt_statement_facts, tinygpt_training_texts, normalise_ngram,
+    gpt3_ngram_n, ngram_overlap, mean_token_loss, zlib_ratio, min_k_count, min_k_prob,
+    membership_scores, tpr_at_fpr, delong_auc_interval, membership_auc, ngram_share_mistake,
+    min_k_auc_mistake, flagged_counts_mistake
 Lesson 16 · Does the code run?  (notebooks/16_code_execution.ipynb)
     load_humaneval, SandboxUnavailable, SandboxWarning, ProgramResult, sandbox_info, run_program,
     run_programs, sandbox_workers, pass_at_k, pass_all_k, humaneval_program, RawPrompt,
@@ -85,9 +87,11 @@ import hashlib
 import json
 import logging
 import math
+import numbers
 import os
 import random
 import re
+import statistics
 import string
 import sys
 import threading
@@ -182,9 +186,11 @@ __all__ = [
     "RECORDING_09_PATH", "RECORDING_14_PATH", "smollm2_server", "load_served_recording",
     "served_source", "close_served_source",
     # Lesson 15 · Has the model seen the test?
-    "CONTAMINATION_PATH", "CONTAMINATION_GROUPS", "load_contamination", "tinygpt_training_texts",
-    "normalise_ngram", "ngram_overlap", "mean_token_loss", "zlib_ratio", "min_k_count",
-    "min_k_prob", "MEMBERSHIP_SCORES", "membership_scores", "tpr_at_fpr", "membership_auc",
+    "CONTAMINATION_PATH", "CONTAMINATION_GROUPS", "load_contamination", "tinygpt_statement_facts",
+    "tinygpt_training_texts", "normalise_ngram", "GPT3_N_RANGE", "gpt3_ngram_n", "ngram_overlap",
+    "mean_token_loss", "zlib_ratio", "min_k_count", "min_k_prob", "MEMBERSHIP_SCORES",
+    "membership_scores", "tpr_at_fpr", "delong_auc_interval", "membership_auc",
+    "ngram_share_mistake", "min_k_auc_mistake", "flagged_counts_mistake",
     # Lesson 16 · Does the code run?
     "HUMANEVAL_PACKAGE", "HUMANEVAL_VERSION", "HUMANEVAL_FILE", "HUMANEVAL_SHA256",
     "HUMANEVAL_PATH", "load_humaneval", "SANDBOX_OUTCOMES", "SANDBOX_TIMEOUT", "SANDBOX_MEMORY_MB",
@@ -5386,9 +5392,10 @@ def close_served_source(source, recording_path):
 # =================================================================================================
 
 # Two sides of one question. The data side: when the training corpus is known, count the test
-# text's word n-grams found in it (GPT-3 used 13-grams, PaLM 8-grams). The model side: when it is
-# not, score each text by how unsurprised the model is (mean loss, the zlib ratio, Min-K% Prob) and
-# ask how well that separates texts known to be in training from texts known to be out of it.
+# text's word n-grams found in it (GPT-3 set n per benchmark, 8 to 13 words; lm-evaluation-harness's
+# janitor defaults to 13; PaLM used 8-grams and a 70% share). The model side: when it is not, score
+# each text by how unsurprised the model is (mean loss, the zlib ratio, Min-K% Prob) and ask how
+# well that separates texts known to be in training from texts known to be out of it.
 CONTAMINATION_PATH = ROOT / "data" / "contamination.json"
 
 
@@ -5411,6 +5418,25 @@ def load_contamination(path=CONTAMINATION_PATH):
                 f"expected one of {CONTAMINATION_GROUPS}"
             )
     return raw["texts"]
+
+
+def tinygpt_statement_facts(path=CONTAMINATION_PATH):
+    """The fact each of TinyGPT's training statements states, {statement: fact id} in training
+    order, in the fact ids of load_fixtures()["facts"] (2 or 3 statements a fact).
+
+    Lesson 15."""
+    facts = json.loads(Path(path).read_text(encoding="utf-8"))["tinygpt_statement_facts"]["facts"]
+    statements = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["statements"]
+    if sorted(facts) != sorted(statements):
+        raise ValueError(
+            f"{path}: tinygpt_statement_facts must name each of the {len(statements)} training "
+            f"statements once; missing {sorted(set(statements) - set(facts))}, "
+            f"extra {sorted(set(facts) - set(statements))}"
+        )
+    bad = {s: f for s, f in facts.items() if not isinstance(f, str) or not f}
+    if bad:
+        raise ValueError(f"{path}: each statement's fact must be a non-empty str, got {bad!r}")
+    return {s: facts[s] for s in statements}
 
 
 def tinygpt_training_texts(tok=None):
@@ -5445,6 +5471,23 @@ def normalise_ngram(text):
     Lesson 15."""
     _check_str("text", text)
     return text.translate(_NGRAM_TABLE)
+
+
+GPT3_N_RANGE = (8, 13)  # GPT-3's Appendix C: each benchmark's n is at least 8, at most 13 words
+
+
+def gpt3_ngram_n(texts, normalise=normalise_ngram):
+    """GPT-3's n for one benchmark (Brown et al. 2020, Appendix C, Table C.1): the 5th percentile
+    of its examples' lengths in words, at least 8 and at most 13 (GPT3_N_RANGE). The paper does
+    not say how it interpolates or rounds: here numpy's default percentile, rounded down.
+
+    Lesson 15."""
+    import numpy
+
+    _check_strings("texts", texts)
+    fifth = numpy.percentile([len(normalise(t).split()) for t in texts], 5)
+    low, high = GPT3_N_RANGE
+    return min(max(math.floor(fifth), low), high)
 
 
 def _ngram_hashes(word_lists, n):
@@ -5652,6 +5695,62 @@ def tpr_at_fpr(scores_members, scores_nonmembers, fpr=0.05, higher_is_member=Tru
     return float(_weighted_tpr_at_fpr(sign * members, sign * nonmembers, once_m, once_n, fpr)[0])
 
 
+def _group_labels(name, groups, count):
+    """One hashable label per score; None gives every score a group of its own."""
+    if groups is None:
+        return [object() for _ in range(count)]  # unique: never equal to another label
+    if not isinstance(groups, (list, tuple)) or len(groups) != count:
+        raise ValueError(f"{name} must be a list of {count} labels, one per score, got {groups!r}")
+    bad = [g for g in groups if not isinstance(g, (str, int)) or isinstance(g, bool)]
+    if bad:
+        raise ValueError(f"{name} must hold str or int labels, got {bad[0]!r}")
+    return list(groups)
+
+
+def _membership_weights(m, n, groups_members, groups_nonmembers, n_resamples, seed):
+    """Bootstrap draw counts (R, m), (R, n) and how many units were drawn from: members and
+    non-members resampled apart, or, with groups, whole groups drawn from one pool, a group's
+    members and non-members together."""
+    if groups_members is None and groups_nonmembers is None:
+        w_m = bootstrap_weights(m, n_resamples=n_resamples, seed=seed)
+        return w_m, bootstrap_weights(n, n_resamples=n_resamples, seed=seed + 1), min(m, n)
+    labels = _group_labels("groups_members", groups_members, m)
+    labels += _group_labels("groups_nonmembers", groups_nonmembers, n)
+    units = len(set(labels))
+    weights = bootstrap_weights(m + n, labels, n_resamples, seed)  # (R, m + n)
+    return weights[:, :m], weights[:, m:], units
+
+
+def _delong_logit_interval(wins, confidence):
+    """DeLong's variance of the AUC from the pair credits wins (m, n), as an interval on the logit
+    scale mapped back to (0, 1); None where it is undefined (a group under 2, AUC 0 or 1)."""
+    m, n = wins.shape
+    if m < 2 or n < 2:
+        return None
+    auc = float(wins.mean())
+    # structural components: each member's credit over the non-members, and the reverse
+    variance = float(wins.mean(1).var() / m + wins.mean(0).var() / n)  # var: 1/(k - 1)
+    if variance == 0:  # AUC 0 or 1 (every pair lost or won), or every score tied
+        return None
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    centre = math.log(auc / (1 - auc))
+    half = z * math.sqrt(variance) / (auc * (1 - auc))  # delta method: d logit(A) / dA
+    return [1 / (1 + math.exp(half - centre)), 1 / (1 + math.exp(-half - centre))]
+
+
+def delong_auc_interval(scores_members, scores_nonmembers, higher_is_member=True, confidence=0.95):
+    """AUC interval from DeLong's variance (DeLong et al. 1988), on the logit scale: inside (0, 1)
+    and, unlike a percentile bootstrap, near its coverage at a dozen texts a group with AUC near 1
+    (measured in tests/test_15_contamination.py). Texts independent; None at AUC 0 or 1.
+
+    Lesson 15."""
+    members = _check_group_scores("scores_members", scores_members)
+    nonmembers = _check_group_scores("scores_nonmembers", scores_nonmembers)
+    _check_number("confidence", confidence, 0, 1, open_low=True, open_high=True)
+    sign = 1.0 if higher_is_member else -1.0
+    return _delong_logit_interval(_pair_wins(sign * members, sign * nonmembers), confidence)
+
+
 def membership_auc(
     scores_members,
     scores_nonmembers,
@@ -5659,13 +5758,18 @@ def membership_auc(
     fpr=0.05,
     n_resamples=2000,
     seed=SEED,
+    groups_members=None,
+    groups_nonmembers=None,
 ):
     """How well a membership score separates texts in training (members) from texts not in it:
-    a dict with "auc" (the chance that a random member outscores a random non-member, ties count
-    1/2: scikit-learn's roc_auc_score), "ci95" (percentile bootstrap, members and non-members
-    resampled apart), "tpr_at_fpr" and its "tpr_ci95" (see tpr_at_fpr), "p_value" (one-sided
-    permutation test of no separation) and "null95" (the middle 95% of AUCs that random labels
-    give at these group sizes). Intervals are None with fewer than 2 texts in a group.
+    a dict with "auc" (the chance that a random member outscores a random non-member, ties 1/2:
+    scikit-learn's roc_auc_score), "ci95" (percentile bootstrap: members and non-members resampled
+    apart, or with groups_members / groups_nonmembers, one label per text, whole groups drawn, a
+    group's members and non-members together; resamples left with no member or no non-member are
+    left out), "ci95_delong" (delong_auc_interval; None with groups), "tpr_at_fpr" and "n_flagged"
+    (see tpr_at_fpr; no interval: a few non-members set its threshold alone), "p_value" (one-sided
+    permutation test of no separation, texts relabelled) and "null95" (the middle 95% of AUCs
+    random labels give). An interval is None with fewer than 2 texts (or groups) to draw.
 
     Lesson 15."""
     members = _check_group_scores("scores_members", scores_members)
@@ -5675,23 +5779,26 @@ def membership_auc(
     sign = 1.0 if higher_is_member else -1.0
     members, nonmembers = sign * members, sign * nonmembers
     m, n = len(members), len(nonmembers)
+    grouped = groups_members is not None or groups_nonmembers is not None
+    w_m, w_n, units = _membership_weights(
+        m, n, groups_members, groups_nonmembers, n_resamples, seed
+    )
     wins = _pair_wins(members, nonmembers)
+    tpr = tpr_at_fpr(members.tolist(), nonmembers.tolist(), fpr)
     out = {
         "auc": float(wins.mean()),
-        "tpr_at_fpr": tpr_at_fpr(members.tolist(), nonmembers.tolist(), fpr),
+        "ci95": None,
+        "ci95_delong": None if grouped else _delong_logit_interval(wins, 0.95),
+        "resampled": f"{units} groups" if grouped else "texts",
+        "tpr_at_fpr": tpr,
+        "n_flagged": round(tpr * m),
         "fpr": fpr,
         "n_members": m,
         "n_nonmembers": n,
         "higher_is_member": higher_is_member,
-        "ci95": None,
-        "tpr_ci95": None,
     }
-    if m >= 2 and n >= 2:
-        w_m = bootstrap_weights(m, n_resamples=n_resamples, seed=seed)
-        w_n = bootstrap_weights(n, n_resamples=n_resamples, seed=seed + 1)
-        out["ci95"] = list(_percentiles(_weighted_auc(wins, w_m, w_n), 0.95))
-        tprs = _weighted_tpr_at_fpr(members, nonmembers, w_m, w_n, fpr)
-        out["tpr_ci95"] = list(_percentiles(tprs, 0.95))
+    if units >= 2:  # the AUC of a resample with no member or no non-member is 0/0: left out
+        out["ci95"] = _finite_percentiles(_weighted_auc(wins, w_m, w_n), 0.95)
     null = _permutation_aucs(members, nonmembers, n_resamples, seed)
     out["p_value"] = (1 + int((null >= out["auc"] - 1e-12).sum())) / (n_resamples + 1)
     out["null95"] = list(_percentiles(null, 0.95))
@@ -5706,6 +5813,131 @@ def _permutation_aucs(members, nonmembers, n_resamples, seed):
     ranks = torch.rand(n_resamples, len(pooled), generator=generator).argsort(1).argsort(1)
     chosen = (ranks < len(members)).double()  # (R, N): 1 for the texts labelled members
     return _weighted_auc(wins, chosen, 1 - chosen)
+
+
+# Exercise checks: each says what is wrong with an answer, never what the answer is -----------
+def _answer_number(name, value):
+    """None when value is a real number, else a sentence saying what it is."""
+    return None if _is_real(value) else f"{name} must be a number, got {value!r}"
+
+
+def _known_mistake(got, hints):
+    """The hint of the first (value, hint) pair whose value the answer equals, after a colon; with
+    none, for an answer outside [0, 1], that it must lie there; else nothing."""
+    why = next((h for value, h in hints if value is not None and abs(got - value) < 1e-12), None)
+    if why is None and not 0 <= got <= 1:
+        why = "it must lie from 0 to 1"
+    return f": {why}" if why else ""
+
+
+def _hand_share(question, corpus_texts, n, normalise=normalise_ngram, across_texts=False):
+    """A question's share of word n-grams found in the corpus, spelled out (None if it has none)."""
+
+    def grams(text):
+        words = normalise(text).split()
+        return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+
+    corpus = {
+        g for t in ([" ".join(corpus_texts)] if across_texts else corpus_texts) for g in grams(t)
+    }
+    found = [g in corpus for g in grams(question)]
+    return sum(found) / len(found) if found else None
+
+
+def ngram_share_mistake(share_fn, questions, corpus_texts, n=5):
+    """Lesson 15's exercise 1: None when share_fn(q) is each question's share of word n-grams found
+    in corpus_texts (ngram_overlap's share), else what is wrong, without the right value.
+
+    Lesson 15."""
+    for r in ngram_overlap(questions, corpus_texts, n=n):
+        if r["share"] is None:
+            raise ValueError(f"questions[{r['index']}] has fewer than {n} words: no share to check")
+        q, got = r["text"], share_fn(r["text"])
+        if (problem := _answer_number(f"share_by_hand({q!r})", got)) is not None:
+            return problem
+        if abs(got - r["share"]) >= 1e-12:
+            return f"share_by_hand({q!r}) is not its share of {n}-grams found" + _known_mistake(
+                got,
+                [
+                    (
+                        _hand_share(q, corpus_texts, n, str),
+                        "normalise the question and every training text with "
+                        "ec.normalise_ngram before splitting them into words",
+                    ),
+                    (
+                        _hand_share(q, corpus_texts, n, across_texts=True),
+                        "an n-gram may not run from one training text into the next: "
+                        "take each text's n-grams apart",
+                    ),
+                    (_hand_share(q, corpus_texts, n - 1), f"use n-grams of {n} words"),
+                    (_hand_share(q, corpus_texts, n + 1), f"use n-grams of {n} words"),
+                    (r["n_found"], "that is a count of n-grams found, not a share"),
+                    (1 - r["share"], "that is the share of its n-grams NOT found"),
+                ],
+            )
+    return None
+
+
+def _auc_of(score, member_nll, nonmember_nll):
+    """The AUC of score(token_nll) between two groups of texts, higher meaning member."""
+    members = torch.tensor([score(x) for x in member_nll], dtype=torch.float64)
+    return float(_pair_wins(members, members.new_tensor([score(x) for x in nonmember_nll])).mean())
+
+
+def min_k_auc_mistake(auc, member_token_nll, nonmember_token_nll, k=40):
+    """Lesson 15's exercise 2: None when auc is Min-k% Prob's AUC of members against non-members
+    (each a list of token losses), else what is wrong, without the right value.
+
+    Lesson 15."""
+    if (problem := _answer_number(f"auc_k{k}", auc)) is not None:
+        return problem
+    groups = (member_token_nll, nonmember_token_nll)
+    expected = _auc_of(lambda x: min_k_prob(x, k), *groups)
+    if abs(auc - expected) < 1e-12:
+        return None
+    return f"auc_k{k} is not Min-{k}% Prob's AUC, famous against fresh" + _known_mistake(
+        auc,
+        [
+            (
+                1 - expected,
+                "the direction is reversed: a higher Min-K% Prob means more likely "
+                "seen (higher_is_member=True)",
+            ),
+            (_auc_of(lambda x: min_k_prob(x, 20), *groups), f"that is the AUC at k = 20, not {k}"),
+            (_auc_of(lambda x: -mean_token_loss(x), *groups), "that is mean token loss's AUC"),
+            (
+                _auc_of(lambda x: -statistics.fmean(sorted(x)[: min_k_count(len(x), k)]), *groups),
+                "that averages the most likely tokens: Min-K% Prob averages the least likely, "
+                "the largest losses",
+            ),
+        ],
+    )
+
+
+def flagged_counts_mistake(counts, member_losses, nonmember_losses):
+    """Lesson 15's exercise 4: None when counts[j] is how many members a loss threshold flags while
+    it flags exactly the j lowest non-members (j = 0 .. n), else what is wrong, without the counts.
+
+    Lesson 15."""
+    n = len(nonmember_losses)
+    counts = counts.tolist() if hasattr(counts, "tolist") else counts  # a numpy array
+    if not isinstance(counts, (list, tuple)) or len(counts) != n + 1:
+        return (
+            f"flagged_counts must be a list of {n + 1} counts, one per number of fresh texts "
+            f"flagged (0 to {n}), got {counts!r}"
+        )
+    if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) for c in counts):
+        return f"flagged_counts must hold counts of famous texts (ints), got {counts!r}"
+    bars = [*sorted(nonmember_losses), math.inf]  # flagging j of them: below the (j + 1)-th
+    expected = [sum(x < bar for x in member_losses) for bar in bars]
+    if list(counts) == expected:
+        return None
+    if list(counts[:-1]) == expected[1:]:
+        return "flagged_counts is shifted by one: its first count is with no fresh text flagged"
+    if list(counts) == [len(member_losses) - c for c in expected]:
+        return "flagged_counts counts the famous texts NOT flagged"
+    j = next(j for j, (c, e) in enumerate(zip(counts, expected)) if c != e)
+    return f"flagged_counts[{j}], the famous texts flagged with {j} fresh text(s) flagged, is wrong"
 
 
 # =================================================================================================

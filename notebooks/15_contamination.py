@@ -17,9 +17,9 @@
 #
 # A benchmark score means little if the model trained on the benchmark. Every serious evaluation report
 # now says how it checked. There are two sides to the check. When the training corpus is known, look in
-# it: count the test's word n-grams that occur there (the GPT-3 paper used 13-grams, PaLM 8-grams).
-# When it is not, ask the model: a text it trained on tends to be less surprising to it, and membership
-# scores turn that into a number per text.
+# it: count the test's word n-grams that occur there (the GPT-3 paper chose n per benchmark, from 8 to
+# 13 words; PaLM used 8-grams). When it is not, ask the model: a text it trained on tends to be less
+# surprising to it, and membership scores turn that into a number per text.
 #
 # This course holds a case that papers on the subject rarely have: TinyGPT's complete training text,
 # so we know exactly which texts it saw. We check both sides there first, then take the model-side
@@ -27,23 +27,27 @@
 #
 # **What you will learn**
 # - how n-gram overlap is computed (normalised words, hashed n-grams), what the GPT-3 and PaLM rules
-#   count as contaminated, and why a 13-gram rule cannot check a short question at all;
+#   count as contaminated, why 13-grams (lm-evaluation-harness's default, GPT-3's cap) cannot check a
+#   short question at all, and how GPT-3 chose a shorter n for benchmarks of short examples;
 # - that TinyGPT's fixtures share almost no 8-gram with its training text, yet every exact-match
 #   answer is in it: verbatim overlap is low while the facts are all "seen", and what that means for
 #   every TinyGPT number earlier in the course;
 # - three membership scores (mean token loss, the zlib ratio, Min-K% Prob), computed by hand and by
-#   evalcore, and how to measure how well they separate members from non-members: AUC with a bootstrap
-#   interval, the true-positive rate at a low false-positive rate, and what chance gives;
+#   evalcore, and how to measure how well they separate members from non-members: AUC with an interval
+#   that resamples the unit the data come in (facts, where texts share them), DeLong's interval where a
+#   dozen texts a group make a bootstrap too narrow, the true-positive rate at no false positive (a
+#   count that one text sets), and what chance gives;
 # - what these scores show on SmolLM2 for famous texts, close paraphrases of them and fresh texts, and
 #   what they cannot show;
 # - what a practitioner reports next to a score.
 #
-# **Time needed:** about 70 minutes.
+# **Time needed:** about 80 minutes.
 #
 # **Builds on:** lesson 01 (token losses), lesson 05 (intervals on every number), lesson 06 (a frozen
 # protocol with reserved cases), lesson 11 (a Hugging Face model behind evalcore's interface) and
-# lesson 13 (SmolLM2). Uses `ec.tinygpt_training_texts`, `ec.ngram_overlap`, `ec.membership_scores`,
-# `ec.membership_auc` and `ec.load_smollm2`; nothing is trained here.
+# lesson 13 (SmolLM2). Uses `ec.tinygpt_training_texts`, `ec.tinygpt_statement_facts`, `ec.gpt3_ngram_n`,
+# `ec.ngram_overlap`, `ec.membership_scores`, `ec.membership_auc`, `ec.delong_auc_interval` and
+# `ec.load_smollm2`; nothing is trained here.
 #
 # **The data.** `data/contamination.json` holds 36 texts in three groups of 12: famous public-domain or
 # permissively licensed texts (each with its source and licence), a close paraphrase of each, written
@@ -83,10 +87,15 @@ for t in training_texts[:2] + training_texts[-2:]:
 # The recipe, as lm-evaluation-harness implements the GPT-3 paper's decontamination
 # (`EleutherAI/lm-evaluation-harness`, `lm_eval/decontamination/janitor.py` and `decontaminate.py`):
 # lowercase the ASCII letters, delete ASCII punctuation, split on whitespace, and take every run of n
-# consecutive words. A test text counts as contaminated if **any** of its 13-grams occurs anywhere in
-# the training corpus. PaLM's report used 8-grams and a softer rule: an example is contaminated when
-# **at least 70%** of its 8-grams occur. `ec.ngram_overlap` returns, per test text, the share of its
-# n-grams found, and the verdict under the rule you pass (`min_share=None` for "any", `0.7` for PaLM).
+# consecutive words. A test text counts as contaminated if **any** of its n-grams occurs anywhere in
+# the training corpus. Which n? The harness's `Janitor` defaults to 13. The GPT-3 paper (Brown et al.
+# 2020, Appendix C, Table C.1) chose n per benchmark: the 5th percentile of its examples' lengths in
+# words, but at least 8 and at most 13, so WebQs, PIQA and OpenBookQA were checked at n = 8. Thirteen
+# is the cap, and the n of the filter GPT-3 ran over its own training data. `ec.gpt3_ngram_n` computes
+# that n for a list of texts. PaLM's report used 8-grams and a softer rule: an example is contaminated
+# when **at least 70%** of its 8-grams occur. `ec.ngram_overlap` returns, per test text, the share of
+# its n-grams found, and the verdict under the rule you pass (`min_share=None` for "any", `0.7` for
+# PaLM).
 #
 # A small example first, small enough to check by eye.
 
@@ -148,6 +157,8 @@ assert ec.ngram_overlap([leaked], training_texts, n=5)[0]["share"] == 1.0
 # %%
 # NBVAL_CHECK_OUTPUT
 fixture_texts = {"lm": fx["lm"]} | {name: [q for q, _ in fx[name]] for name in ("em", "f1", "judge")}
+gpt3_n = {name: ec.gpt3_ngram_n(texts) for name, texts in fixture_texts.items()}
+print("GPT-3's n per fixture (5th percentile of length in words, within 8 to 13):", gpt3_n)
 rows = []
 for n in (13, 8, 5, 3):
     for name, texts in fixture_texts.items():
@@ -161,9 +172,12 @@ overlap_table = pd.DataFrame(rows)
 print(overlap_table.round(4).to_string(index=False))
 
 # %%
+assert gpt3_n == dict.fromkeys(fixture_texts, 8), gpt3_n  # short texts: GPT-3 checks them at its floor
 by_n = overlap_table.groupby("n")[["texts", "checkable", "any n-gram found"]].sum()
 assert by_n.loc[13, "checkable"] == 7, f"expected 7 texts long enough for 13-grams, got {by_n.loc[13, 'checkable']}"
 assert by_n.loc[13, "any n-gram found"] == 0 and by_n.loc[8, "any n-gram found"] <= 1, by_n.to_dict()
+questions_at_8 = overlap_table.query("n == 8 and fixture != 'lm'")["checkable"].sum()
+assert questions_at_8 == 15, f"expected 15 of the 60 questions checkable at 8-grams, got {questions_at_8}"
 assert by_n.loc[3, "any n-gram found"] > by_n.loc[5, "any n-gram found"] > by_n.loc[8, "any n-gram found"]
 
 # %%
@@ -181,10 +195,12 @@ plt.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Read the left panel first. Under the GPT-3 rule (13-grams), none of the 60 questions can be checked
-# at all, and only 7 of the 20 perplexity texts: a question is rarely 13 words long. At 8 words most
-# perplexity texts and a few questions can be checked, and just one judge question shares an 8-gram
-# with the training text: "Tell me which planet is known as the red planet." is the training question
+# Read the left panel first. At 13-grams, lm-evaluation-harness's default and GPT-3's cap, none of the
+# 60 questions can be checked at all, and only 7 of the 20 perplexity texts: a question is rarely 13
+# words long. GPT-3's own rule would not use 13 here: every fixture's 5th-percentile length is under 8
+# words, so under GPT-3's benchmark rule these questions would be checked at its floor, n = 8. At 8
+# words most perplexity texts (18 of 20) and a few questions (15 of 60) can be checked, and just one
+# judge question shares an 8-gram with the training text: "Tell me which planet is known as the red planet." is the training question
 # "Which planet is known as the red planet?" with "Tell me" in front. Only at 5 and 3 words do many
 # texts "overlap", through question stems such as "what is the capital of" and "at what celsius
 # temperature does water": the fixtures reword the training questions, but not every word of them.
@@ -265,34 +281,52 @@ assert abs(by_hand - first["min_k_prob"]) < 1e-12, (by_hand, first["min_k_prob"]
 # %% [markdown]
 # How well does each score separate the two groups? `ec.membership_auc` answers with the AUC, the
 # chance that a random member scores as "more seen" than a random non-member (ties count half; the
-# same number as scikit-learn's `roc_auc_score`), with a bootstrap interval that resamples members and
-# non-members apart. The membership literature also reports the **true-positive rate at a low
-# false-positive rate**: of the members, how many are flagged by a threshold that flags under 5% of the
-# non-members? With 20 non-members, "under 5%" means none of them. Last, a permutation test: shuffle the
-# member/non-member labels 2,000 times, and see what AUCs chance gives at these group sizes.
+# same number as scikit-learn's `roc_auc_score`), with a bootstrap interval. Resample what, though?
+# The texts were not drawn one by one: the 60 statements state 24 facts, 2 or 3 each, and the 20
+# held-out texts restate 19 of those facts, one each, plus one text that states them all
+# (`ec.tinygpt_statement_facts`, `fx["facts"]["lm"]`). Texts about one fact go together (an easy fact
+# is easy in every wording), so the bootstrap draws whole facts, each with its statements and its
+# held-out text: `groups_members` and `groups_nonmembers` give one label per text.
+#
+# The membership literature also reports the **true-positive rate at a low false-positive rate**: of
+# the members, how many are flagged by a threshold that flags under 5% of the non-members? With 20
+# non-members, "under 5%" means none of them, so the figure is the count of members below the single
+# most member-like held-out text. One text sets it; we print it as a count, with no interval. Last, a
+# permutation test: shuffle the member/non-member labels 2,000 times, and see what AUCs chance gives at
+# these group sizes.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# AUC, TPR at 5% FPR and chance, per score: ec.membership_auc(members, non-members, higher_is_member); defines: auc_table, fmt, tiny_auc
-def auc_table(members, nonmembers):
+# AUC per score, facts resampled: ec.membership_auc(members, non-members, higher_is_member, groups_members=..., groups_nonmembers=...); defines: auc_table, fmt, tiny_auc
+def auc_table(members, nonmembers, **groups):
+    """Per score: the AUC, its 95% CI (groups resampled if given, else DeLong's), the percentile
+    bootstrap over single texts, the members flagged at no false positive, and chance."""
     rows = {}
     for score, higher in ec.MEMBERSHIP_SCORES.items():
-        r = ec.membership_auc([m[score] for m in members], [x[score] for x in nonmembers], higher_is_member=higher)
-        rows[score] = {"AUC": r["auc"], "AUC 95% CI": r["ci95"], "TPR at FPR < 5%": r["tpr_at_fpr"],
-                       "TPR 95% CI": r["tpr_ci95"], "p (permutation)": r["p_value"], "chance, middle 95%": r["null95"]}
+        m, n = [x[score] for x in members], [x[score] for x in nonmembers]
+        r = ec.membership_auc(m, n, higher_is_member=higher, **groups)
+        by_text = ec.membership_auc(m, n, higher_is_member=higher)
+        rows[score] = {"AUC": r["auc"], "95% CI": r["ci95"] if groups else r["ci95_delong"],
+                       "texts resampled": by_text["ci95"], "resampled": r["resampled"],
+                       "flagged, no false positive": f"{r['n_flagged']} of {r['n_members']}",
+                       "p (permutation)": r["p_value"], "chance, middle 95%": r["null95"]}
     return pd.DataFrame(rows).T
 
 
 def fmt(x):
-    return f"[{x[0]:.3g}, {x[1]:.3g}]" if isinstance(x, list) else f"{x:.4g}"
+    return f"[{x[0]:.3g}, {x[1]:.3g}]" if isinstance(x, list) else x if isinstance(x, str) else f"{x:.4g}"
 
 
-tiny_auc = auc_table(member_scores, heldout_scores)
+statement_fact = ec.tinygpt_statement_facts()
+tiny_auc = auc_table(member_scores, heldout_scores, groups_members=[statement_fact[s] for s in statements],
+                     groups_nonmembers=fx["facts"]["lm"])
 print(tiny_auc.map(fmt).to_string())
 
 # %%
-assert all(tiny_auc.loc[s, "AUC 95% CI"][0] > tiny_auc.loc[s, "chance, middle 95%"][1] for s in ["mean_loss", "min_k_prob"])
+assert set(tiny_auc["resampled"]) == {"25 groups"}, set(tiny_auc["resampled"])  # 24 facts + the text on all
+assert all(tiny_auc.loc[s, "95% CI"][0] > tiny_auc.loc[s, "chance, middle 95%"][1] for s in ["mean_loss", "min_k_prob"])
 assert tiny_auc.loc["min_k_prob", "AUC"] > tiny_auc.loc["zlib_ratio", "AUC"]
+assert tiny_auc.loc["mean_loss", "flagged, no false positive"] == "26 of 60", tiny_auc.loc["mean_loss"].to_dict()
 
 # %%
 def roc_points(members, nonmembers, higher_is_member):
@@ -320,12 +354,19 @@ plt.show()
 
 # %% [markdown]
 # With the truth known, the model side works, and not perfectly: mean loss separates trained from
-# held-out texts with AUC 0.825 [0.724, 0.908] and Min-20% Prob with 0.8975 [0.806, 0.968], far above
-# what random labels give (their middle 95% lies between about 0.36 and 0.64). Yet at a strict
-# threshold, one that flags none of the 20 held-out texts, mean loss finds only 43% of the trained
-# ones. The zlib ratio does worst here (0.6733 [0.546, 0.792]), for a reason that is not about
-# membership: the held-out texts are longer on average, a longer text has a longer compressed form,
-# and that alone lowers its ratio, making it look "seen".
+# held-out texts with AUC 0.825 [0.748, 0.902] and Min-20% Prob with 0.8975 [0.824, 0.964], facts
+# resampled, far above what random labels give (their middle 95% lies between about 0.36 and 0.64).
+# Resampling single texts instead gives [0.724, 0.908] and [0.806, 0.968]: the wrong unit, and here a
+# little wider, not narrower. Two effects pull against each other. A fact's 2-3 statements are near
+# repeats, and treating them as independent makes an interval too narrow; but a fact is drawn with
+# its own held-out text, and an easy fact is easy on both sides, so its difficulty cancels, as it does
+# in a paired test. Here the second wins. The unit is set by how the texts came about, not by which
+# interval comes out narrower. Yet at a strict threshold, one that flags none of the 20 held-out
+# texts, mean loss finds only 26 of the 60 trained texts, a count set by the single easiest held-out
+# text. The zlib ratio does worst here
+# (0.6733 [0.563, 0.777]), for a reason that is not about membership: the held-out texts are longer on
+# average, a longer text has a longer compressed form, and that alone lowers its ratio, making it look
+# "seen".
 #
 # Note what the members and non-members share: the facts. A held-out text says "France is a country in
 # Europe, and its capital city is Paris"; TinyGPT trained on "The capital of France is Paris." The
@@ -423,28 +464,43 @@ plt.show()
 # The famous texts spread widely. A few are close to recited (the Declaration at 1.03 nats a token, the
 # MIT License, the preamble), while Moby-Dick's opening and The Raven cost as much as fresh text: a
 # model of 135 million parameters recites only some of what it very likely saw. Now the separation,
-# three ways, each with its interval.
+# three ways, each with its interval. At 12 texts a group a percentile bootstrap of the AUC is the
+# wrong tool: an AUC near 1 leaves it little room above, and its interval comes out too narrow. The
+# 95% CI below is DeLong's (`ec.delong_auc_interval`: the variance from each text's share of won
+# pairs, the interval built on the logit scale, so it stays inside 0 to 1); the bootstrap over
+# single texts is printed beside it for comparison.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 comparisons = {"famous vs fresh": ("famous", "fresh"), "famous vs paraphrase": ("famous", "paraphrase"),
                "paraphrase vs fresh": ("paraphrase", "fresh")}
 smol_auc = pd.concat({name: auc_table(group_of[a], group_of[b]) for name, (a, b) in comparisons.items()})
-print(smol_auc[["AUC", "AUC 95% CI", "TPR at FPR < 5%", "TPR 95% CI", "p (permutation)"]].map(fmt).to_string())
+columns = ["AUC", "95% CI", "texts resampled", "flagged, no false positive", "p (permutation)"]
+print(smol_auc[columns].rename(columns={"95% CI": "95% CI (DeLong)"}).map(fmt).to_string())
 
 # %%
 loss_ff = smol_auc.loc[("famous vs fresh", "mean_loss")]
-assert loss_ff["AUC 95% CI"][0] > 0.5, loss_ff["AUC 95% CI"]  # famous texts are easier than fresh ones
-widths = [ci[1] - ci[0] for ci in smol_auc["AUC 95% CI"]]
-assert min(widths) > 0.25, widths  # 12 texts per group: every interval is wide
-assert smol_auc.loc[("paraphrase vs fresh", "mean_loss"), "AUC 95% CI"][0] > 0.5  # paraphrases look "seen" too
+assert loss_ff["95% CI"][0] > 0.5, loss_ff["95% CI"]  # famous texts are easier than fresh ones
+assert loss_ff["texts resampled"][1] == 1.0 > loss_ff["95% CI"][1], loss_ff.to_dict()  # the bootstrap runs into 1
+widths = [ci[1] - ci[0] for ci in smol_auc["95% CI"]]
+assert min(widths) > 0.35, widths  # 12 texts per group: every interval is wide
+assert smol_auc.loc[("paraphrase vs fresh", "mean_loss"), "95% CI"][0] > 0.5  # paraphrases look "seen" too
+assert loss_ff["flagged, no false positive"] == "10 of 12", loss_ff["flagged, no false positive"]
 
 # %% [markdown]
-# Mean loss puts a famous text below a fresh one 89% of the time (AUC 0.8889 [0.708, 1.0]); Min-20%
-# Prob does a little less well (0.8403 [0.632, 1.0]), the zlib ratio worse again. But look at the third
-# comparison: the **paraphrases**, which SmolLM2 never
-# saw word for word, also score as "more seen" than the fresh texts (mean loss AUC 0.8125
-# [0.618, 0.958]). Two things are mixed in every one of these numbers:
+# Mean loss puts a famous text below a fresh one 89% of the time (AUC 0.8889 [0.609, 0.976]); Min-20%
+# Prob does a little less well (0.8403 [0.55, 0.958]), the zlib ratio worse again. The percentile
+# bootstrap would have said [0.708, 1] and [0.632, 1]: it runs into 1, and at this size it is too
+# narrow. In a simulation in `tests/test_15_contamination.py` (12 against 12, a true AUC of 0.9) it
+# covers the true AUC in 87 to 89% of samples, DeLong's interval on the logit scale in 95 to 96%. At
+# no false positive, 10 of the 12 famous texts lie below the easiest fresh text: a count that one
+# fresh text sets (exercise 4 walks up the other false-positive rates). Famous against paraphrase,
+# mean loss gives 0.7778 [0.502, 0.924], an interval that only just leaves out a half; those two
+# groups are pairs with the same content, which DeLong's interval (texts independent) ignores, and
+# the paired view below is the better test of them. But look at the third
+# comparison: the **paraphrases**, which SmolLM2 never saw word for word, also score as "more seen"
+# than the fresh texts (mean loss AUC 0.8125 [0.571, 0.934]). Two things are mixed in every one of
+# these numbers:
 #
 # - **familiar content**: a paraphrase of the Gettysburg Address is about a civil war, a nation, a
 #   battlefield, in an order the model knows; the model predicts it better even in new words;
@@ -461,7 +517,7 @@ for other in ("paraphrase", "fresh"):
     diffs = [by_pair[fid, "famous"] - by_pair[fid, other] for fid in famous_ids]
     paired[other] = {"mean difference (nats)": np.mean(diffs), "95% CI": list(ec.bootstrap_ci(diffs)),
                      "pairs with famous lower": f"{sum(d < 0 for d in diffs)} of {len(diffs)}"}
-    print(f"famous minus {other:10}: {np.mean(diffs):.4g} nats [{paired[other]['95% CI'][0]:.3g}, "
+    print(f"famous minus {other:10}: {np.mean(diffs):.3g} nats [{paired[other]['95% CI'][0]:.3g}, "
           f"{paired[other]['95% CI'][1]:.3g}], famous lower in {paired[other]['pairs with famous lower']}")
 
 # %%
@@ -469,10 +525,37 @@ assert paired["paraphrase"]["95% CI"][1] < 0 and paired["fresh"]["95% CI"][1] < 
 assert paired["fresh"]["mean difference (nats)"] < paired["paraphrase"]["mean difference (nats)"]
 
 # %% [markdown]
-# Paired, a famous text costs 0.8931 nats a token less than its own paraphrase on average
+# Paired, a famous text costs 0.893 nats a token less than its own paraphrase on average
 # [-1.58, -0.284], and less in 9 of 12 pairs; against its fresh counterpart the gap is 1.36 nats
-# [-1.97, -0.743], 11 of 12. The paraphrase carries the same content, so the first gap is the part
-# that comes with the exact wording: the membership signal proper, about two thirds of the whole gap.
+# [-1.97, -0.743], 11 of 12. The paraphrase carries the same content, so the first gap is at most the
+# part that comes with the exact wording. What share of the whole gap is that? A ratio of two means
+# over the same 12 pairs, so its interval resamples the pairs, both differences of a pair together.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+pair_diffs = [[by_pair[fid, "famous"] - by_pair[fid, "paraphrase"], by_pair[fid, "famous"] - by_pair[fid, "fresh"]]
+              for fid in famous_ids]
+
+
+def share_of_gap(values, weights):
+    """Mean paraphrase gap over mean fresh gap, per resample: values (12, 2), weights (R, 12) -> (R,)."""
+    return (weights @ values[:, 0]) / (weights @ values[:, 1])
+
+
+gap_share = np.mean([d[0] for d in pair_diffs]) / np.mean([d[1] for d in pair_diffs])
+gap_share_ci = ec.bootstrap_ci(pair_diffs, statistic=share_of_gap)
+print(f"famous-minus-paraphrase gap as a share of famous-minus-fresh: {gap_share:.3g} "
+      f"[{gap_share_ci[0]:.2g}, {gap_share_ci[1]:.2g}] (12 pairs resampled)")
+
+# %%
+assert gap_share_ci[0] < 0.5 < gap_share_ci[1], gap_share_ci  # a half fits the data as well as two thirds
+
+# %% [markdown]
+# About two thirds, 0.656, but anywhere from a third to nine tenths [0.34, 0.92]: 12 pairs pin it
+# down no better than that. And it is an **upper bound** on the part that the exact wording explains,
+# not a measure of it: a paraphrase can cost more because it is harder text in itself (ours sometimes
+# choose rarer words, "forefathers", "Eighty-seven years back"), which has nothing to do with
+# membership and is counted in the same gap.
 #
 # ### The data side on the same texts
 #
@@ -513,9 +596,10 @@ assert palm_flags == 0, f"expected PaLM's rule to flag no famous text against th
 #   times.
 # - **Paraphrased contamination evades verbatim tests**, on the data side (the n-gram rules above) and
 #   on the model side (a paraphrase scores between famous and fresh).
-# - **With a few dozen texts the intervals are wide.** The AUC intervals here are 0.29 to 0.5 wide, and
-#   with 12 non-members the lowest false-positive rate we can resolve is 1/12, so "TPR at FPR < 5%"
-#   means "at no false positive at all". Papers report TPR at 0.1% FPR on thousands of texts.
+# - **With a few dozen texts the intervals are wide.** The AUC intervals here are 0.36 to 0.47 wide,
+#   and with 12 non-members the lowest false-positive rate we can resolve is 1/12, so "TPR at FPR < 5%"
+#   means "at no false positive at all": a count below the single easiest fresh text (10 of 12 for
+#   mean loss), which one text sets. Papers report TPR at 0.1% FPR on thousands of texts.
 # - **The groups differ in more than membership.** Studies that drew members and non-members from the
 #   same distribution (Duan et al., "Do Membership Inference Attacks Work on Large Language Models?",
 #   2024; Maini et al., "LLM Dataset Inference", 2024) report that these scores then do little better
@@ -526,7 +610,8 @@ assert palm_flags == 0, f"expected PaLM's rule to flag no famous text against th
 # ## 4. What a practitioner does
 #
 # - **When the training corpus is known, check overlap**, at an n that can check your texts (13-grams
-#   cannot check a short question), and check the answers, not only the questions.
+#   cannot check a short question; GPT-3 went down to 8 for short examples), and check the answers,
+#   not only the questions.
 # - **When it is not, use the model side**, paired where you can (the test item against a paraphrase
 #   of itself), and read it as evidence, with its interval.
 # - **Report the check next to the score**: the method, the n, the rule, how many items it could check
@@ -566,27 +651,32 @@ assert not any(r["contaminated"] for r in notice_check)
 # ## Summary
 #
 # **What the lesson established**
-# - TinyGPT's training text is known exactly (`ec.tinygpt_training_texts`: 732 distinct texts). Under
-#   the GPT-3 rule (any shared 13-gram) none of its 60 fixture questions can even be checked, and none
-#   of the 7 checkable perplexity texts is flagged; at 8-grams one judge question is. Yet all 20
-#   exact-match answers and 17 of 20 judge answers occur in the training text: the fixtures are held
-#   out in wording, not in content, so every TinyGPT score in the course measures recall of trained
-#   facts under new wording.
-# - Where membership is known (60 trained statements against 20 held-out texts), mean token loss
-#   separates them with AUC 0.825 [0.724, 0.908], Min-20% Prob with 0.8975 [0.806, 0.968], the zlib
-#   ratio with 0.6733 [0.546, 0.792] (hurt by a length difference between the groups); chance gives
-#   0.36 to 0.64. At no false positive, mean loss flags 43% of the members.
-# - On SmolLM2, famous texts score as more seen than fresh ones (mean loss AUC 0.8889 [0.708, 1.0],
-#   Min-20% Prob 0.8403 [0.632, 1.0]); so do paraphrases (0.8125 [0.618, 0.958]), which SmolLM2 never
-#   saw word for word. Paired against its own paraphrase, a famous text costs 0.8931 nats a token less
-#   [-1.58, -0.284] (9 of 12 pairs), about two thirds of its gap to fresh text (1.36 nats).
+# - TinyGPT's training text is known exactly (`ec.tinygpt_training_texts`: 732 distinct texts). At
+#   13-grams (lm-evaluation-harness's default, GPT-3's cap) none of its 60 fixture questions can even
+#   be checked, and none of the 7 checkable perplexity texts is flagged. GPT-3's own rule (n = the 5th
+#   percentile of example length, within 8 to 13) would check these fixtures at n = 8: 15 of the 60
+#   questions are long enough, and one judge question is flagged. Yet all 20 exact-match answers and
+#   17 of 20 judge answers occur in the training text: the fixtures are held out in wording, not in
+#   content, so every TinyGPT score in the course measures recall of trained facts under new wording.
+# - Where membership is known (60 trained statements against 20 held-out texts, on 24 facts resampled
+#   whole), mean token loss separates them with AUC 0.825 [0.748, 0.902], Min-20% Prob with 0.8975
+#   [0.824, 0.964], the zlib ratio with 0.6733 [0.563, 0.777] (hurt by a length difference between
+#   the groups); chance gives 0.36 to 0.64. At no false positive, mean loss flags 26 of the 60
+#   members.
+# - On SmolLM2, famous texts score as more seen than fresh ones (mean loss AUC 0.8889 [0.609, 0.976],
+#   Min-20% Prob 0.8403 [0.55, 0.958], DeLong's intervals; a percentile bootstrap runs into 1 and is
+#   too narrow at 12 against 12); so do paraphrases (0.8125 [0.571, 0.934]), which SmolLM2 never saw
+#   word for word. 10 of the 12 famous texts lie below the easiest fresh text. Paired against its own
+#   paraphrase, a famous text costs 0.893 nats a token less [-1.58, -0.284] (9 of 12 pairs): 0.656
+#   [0.34, 0.92] of its gap to fresh text (1.36 nats), an upper bound on the part the exact wording
+#   explains, since a paraphrase can also be harder text.
 # - Verbatim n-gram rules miss paraphrases: PaLM's rule flags none of the 12 famous texts against their
 #   paraphrases, and "any 8-gram" flags one, through a proper name.
 #
 # **Not established here.** Whether SmolLM2 trained on any particular text: we assumed the famous texts
 # were in its data and cannot check it. How these scores do on a real benchmark with members and
-# non-members from one distribution: 12 texts per group show mechanisms and give intervals 0.29 to 0.5
-# wide.
+# non-members from one distribution: 12 texts per group show mechanisms and give intervals 0.36 to
+# 0.47 wide.
 # Whether contamination *raised a score*: that needs the same model scored on clean and contaminated
 # items of equal difficulty, which neither model here allows.
 
@@ -597,18 +687,21 @@ assert not any(r["contaminated"] for r in notice_check)
 # lines check your answer.
 
 # %% [markdown]
-# ### Exercise 1: PaLM's share by hand
+# ### Exercise 1: A question's 5-gram share, by hand
 #
-# Take the judge question `fx["judge"][0][0]` and TinyGPT's `training_texts`. Compute by hand the share
-# of the question's word 5-grams that occur in any training text: normalise with `ec.normalise_ngram`,
-# split on whitespace, build the set of every training 5-gram (never across two texts), and count.
-# Store it in `share_by_hand`.
+# PaLM's rule compares this share with 70%, at 8-grams; most of our questions are too short for
+# 8-grams, so use 5. Write a function `share_by_hand(question)`: the share of the question's word
+# 5-grams that occur in any of TinyGPT's `training_texts`. Normalise with `ec.normalise_ngram`, split
+# on whitespace, build the set of every training 5-gram (never across two texts), and count the
+# question's 5-grams where they occur. The check runs it on the four questions in
+# `exercise_questions`, whose shares all differ, and none is 0.
 #
 # *Hint:* `tuple(words[i:i + 5]) for i in range(len(words) - 4)` lists a text's 5-grams.
 
 # %%
-# Exercise 1: store the share of the first judge question's word 5-grams found in TinyGPT's
-#   training text in `share_by_hand`.
+exercise_questions = [fx["judge"][8][0], fx["judge"][1][0], fx["em"][18][0], fx["judge"][15][0]]
+# Exercise 1: write `share_by_hand(question)`, the share of the question's word 5-grams found in
+#   TinyGPT's training text.
 ### BEGIN SOLUTION
 def five_grams(text):
     words = ec.normalise_ngram(text).split()
@@ -616,13 +709,18 @@ def five_grams(text):
 
 
 corpus_grams = {g for t in training_texts for g in five_grams(t)}
-question_grams = five_grams(fx["judge"][0][0])
-share_by_hand = sum(g in corpus_grams for g in question_grams) / len(question_grams)
-print(fx["judge"][0][0], "->", share_by_hand)
+
+
+def share_by_hand(question):
+    grams = five_grams(question)
+    return sum(g in corpus_grams for g in grams) / len(grams)
+
+
+for q in exercise_questions:
+    print(f"{share_by_hand(q):.3g}  {q}")
 ### END SOLUTION
-expected_share = ec.ngram_overlap([fx["judge"][0][0]], training_texts, n=5)[0]["share"]
-assert abs(share_by_hand - expected_share) < 1e-12, \
-    f"expected the share of the question's 5-grams found in the training text; got {share_by_hand!r}"
+mistake = ec.ngram_share_mistake(share_by_hand, exercise_questions, training_texts, n=5)
+assert mistake is None, mistake
 print("Exercise 1: check passed.")
 
 # %% [markdown]
@@ -639,19 +737,19 @@ print("Exercise 1: check passed.")
 min40 = {g: [ec.min_k_prob(s["token_nll"], k=40) for s in group_of[g]] for g in ("famous", "fresh")}
 result_k40 = ec.membership_auc(min40["famous"], min40["fresh"], higher_is_member=True)
 auc_k40 = result_k40["auc"]
-print(f"Min-40% Prob AUC {auc_k40:.4g} {[round(x, 3) for x in result_k40['ci95']]}; "
-      f"Min-20%: {smol_auc.loc[('famous vs fresh', 'min_k_prob'), 'AUC']:.4g}")
+print(f"Min-40% Prob AUC {auc_k40:.4g} {fmt(result_k40['ci95_delong'])}; "
+      f"Min-20%: {fmt(smol_auc.loc[('famous vs fresh', 'min_k_prob'), 'AUC'])} "
+      f"{fmt(smol_auc.loc[('famous vs fresh', 'min_k_prob'), '95% CI'])}")
 ### END SOLUTION
-check_fam = [-np.mean(sorted(s["token_nll"], reverse=True)[: len(s["token_nll"]) * 40 // 100]) for s in group_of["famous"]]
-check_fre = [-np.mean(sorted(s["token_nll"], reverse=True)[: len(s["token_nll"]) * 40 // 100]) for s in group_of["fresh"]]
-expected_auc = np.mean([(a > b) + 0.5 * (a == b) for a in check_fam for b in check_fre])
-assert abs(auc_k40 - expected_auc) < 1e-12, f"expected the famous-vs-fresh AUC of Min-40% Prob; got {auc_k40!r}"
+mistake = ec.min_k_auc_mistake(auc_k40, [s["token_nll"] for s in group_of["famous"]],
+                               [s["token_nll"] for s in group_of["fresh"]], k=40)
+assert mistake is None, mistake
 print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
 # Min-40% Prob averages more tokens, so it moves toward the plain mean loss; here its AUC lies between
-# Min-20% Prob's and mean loss's. The differences between k values are a few hundredths, and the
-# intervals are 0.32 to 0.37 wide: with 12 texts per group, nothing here can choose k. Shi et al. chose k
+# Min-20% Prob's and mean loss's. The differences between k values are a few hundredths, and DeLong's
+# intervals are about 0.4 wide: with 12 texts per group, nothing here can choose k. Shi et al. chose k
 # on WikiMIA with hundreds of texts, and even there the best k varies with the model.
 
 # %% [markdown]
@@ -674,7 +772,12 @@ q_nonmembers = ec.membership_scores(model, tok, fixture_questions)
 member_losses = [s["mean_loss"] for s in q_members]
 question_auc = ec.membership_auc(member_losses, [s["mean_loss"] for s in q_nonmembers], higher_is_member=False)
 print(len(trained_questions), "trained,", len(fixture_questions), "held out:",
-      f"AUC {question_auc['auc']:.4g} {[round(x, 3) for x in question_auc['ci95']]}")
+      f"AUC {question_auc['auc']:.4g} {fmt(question_auc['ci95'])}, texts resampled")
+train_qa = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["qa"]
+question_of = {f: q for q, _ in train_qa for f in ec.question_framings(q)}
+by_question = ec.membership_auc(member_losses, [s["mean_loss"] for s in q_nonmembers], higher_is_member=False,
+                                groups_members=[question_of[t] for t in trained_questions])
+print(f"{len(set(question_of.values()))} training questions resampled whole: {fmt(by_question['ci95'])}")
 ### END SOLUTION
 assert isinstance(question_auc, dict) and {"auc", "ci95", "n_members"} <= set(question_auc), \
     f"expected the dict ec.membership_auc returns; got {type(question_auc).__name__}"
@@ -686,31 +789,43 @@ print("Exercise 3: check passed.")
 
 # %% [markdown] tags=["solution"]
 # The 338 trained question framings separate from the 60 fixture questions about as well as the
-# statements did (AUC 0.811 [0.748, 0.872] against 0.825 [0.724, 0.908]): no difference these
-# intervals can show. The interval is narrower, but do not trust that: each training question appears
-# in up to six framings ("Question: ...", lowercased, without its question mark), near-copies of
-# each other, so the 338 members are far from 338 independent texts, and a bootstrap that treats them
-# as independent is too narrow (`ec.membership_auc` resamples texts). Resampling whole questions, a
-# cluster bootstrap as lesson 06 does over notices, would be honest here.
+# statements did (AUC 0.811 [0.748, 0.872] against 0.825 [0.748, 0.902]): no difference these
+# intervals can show. But the first interval resamples texts, and each training question appears in
+# up to six framings ("Question: ...", lowercased, without its question mark), near-copies of each
+# other: the 338 members are 110 questions. Resampling whole questions (`groups_members`, one label
+# per training question, a cluster bootstrap as lesson 06 does over notices) is the honest unit; here
+# it gives [0.747, 0.872], about the same. The near-copies could have made the text-level interval
+# too narrow; here they did not, and only resampling the right unit could tell.
 
 # %% [markdown]
-# ### Exercise 4: The lowest false-positive rate 12 texts can show
+# ### Exercise 4: Every false-positive rate 12 texts can show
 #
 # With 12 fresh texts as non-members, a threshold flags 0, 1, 2, ... of them: false-positive rates of
-# 0, 1/12, 2/12, ... So "TPR at FPR < 5%" is the TPR at zero false positives. Compute it by hand for
-# SmolLM2's mean loss, famous against fresh: the share of famous texts whose mean loss is below every
-# fresh text's. Store it in `tpr_zero_fp`.
+# 0, 1/12, 2/12, ... The table's "flagged, no false positive" is the first step. Take every step for
+# SmolLM2's mean loss, famous against fresh: store in `flagged_counts` a list whose entry j is the
+# number of famous texts a threshold flags while it flags exactly the j easiest fresh texts, for
+# j = 0, 1, ..., 12. (A famous text is flagged when its mean loss is below the (j+1)-th lowest fresh
+# loss; at j = 12 every famous text is.) How far up does the count move in the first steps, and what
+# does the first one rest on?
 
 # %%
-# Exercise 4: store the share of famous texts whose mean loss is below every fresh text's in
-#   `tpr_zero_fp`.
+# Exercise 4: store the number of famous texts flagged at each number of fresh texts flagged, 0 to 12,
+#   in `flagged_counts`.
 ### BEGIN SOLUTION
-lowest_fresh = min(s["mean_loss"] for s in group_of["fresh"])
-tpr_zero_fp = np.mean([s["mean_loss"] < lowest_fresh for s in group_of["famous"]])
-print(f"{tpr_zero_fp:.4g} of the famous texts lie below the easiest fresh text ({lowest_fresh:.4g} nats)")
+famous_losses = [s["mean_loss"] for s in group_of["famous"]]
+bars = sorted(s["mean_loss"] for s in group_of["fresh"]) + [np.inf]
+flagged_counts = [sum(x < bar for x in famous_losses) for bar in bars]
+print(flagged_counts)
 ### END SOLUTION
-expected_tpr = ec.tpr_at_fpr([s["mean_loss"] for s in group_of["famous"]], [s["mean_loss"] for s in group_of["fresh"]],
-                             fpr=1 / 12, higher_is_member=False)
-assert abs(tpr_zero_fp - expected_tpr) < 1e-12, \
-    f"expected the share of famous texts flagged with no fresh text flagged; got {tpr_zero_fp!r}"
+mistake = ec.flagged_counts_mistake(flagged_counts, [s["mean_loss"] for s in group_of["famous"]],
+                                    [s["mean_loss"] for s in group_of["fresh"]])
+assert mistake is None, mistake
 print("Exercise 4: check passed.")
+
+# %% [markdown] tags=["solution"]
+# The count is 10 of 12 at no false positive and stays at 10 while up to four fresh texts are
+# flagged; it reaches 11 at five (FPR 5/12) and 12 only at 11 of 12. Two famous texts are the
+# stragglers: The Raven costs more than 5 of the 12 fresh texts, Moby-Dick's opening more than 11.
+# The first step rests on one text: the easiest fresh text (Moby-Dick's fresh counterpart). Write
+# that one text a little more plainly and "TPR at FPR < 5%" would change, which is why it is reported
+# as a count and read as a description of these 24 texts, not as a rate with an interval.

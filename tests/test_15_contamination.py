@@ -7,10 +7,12 @@ import json
 import math
 import random
 import zlib
+from collections import Counter
 
 import numpy as np
 import pytest
 import torch
+from scipy.stats import norm, rankdata
 from sklearn.metrics import roc_auc_score, roc_curve
 
 import evalcore as ec
@@ -115,6 +117,54 @@ def test_ngram_overlap_refuses_bad_arguments(kwargs, match):
     args = dict(test_texts=["a b c"], corpus_texts=["a b c"], n=2) | kwargs
     with pytest.raises(ValueError, match=match):
         ec.ngram_overlap(**args)
+
+
+@pytest.mark.parametrize(
+    "lengths, expected",
+    [
+        ([20] * 20, 13),  # the cap
+        ([10] * 20, 10),
+        ([3] * 20, 8),  # the floor
+        (list(range(10, 30)), 10),  # numpy's 5th percentile of 10..29 is 10.95: rounded down
+        (list(range(1, 101)), 8),  # 5.95, raised to the floor
+        ([12] * 19 + [100], 12),
+        ([2] + [12] * 19, 11),  # 5th percentile 2 + 0.95 * 10 = 11.5
+    ],
+)
+def test_gpt3_ngram_n_is_the_5th_percentile_length_between_8_and_13(lengths, expected):
+    texts = [" ".join(["w"] * k) for k in lengths]
+    assert ec.gpt3_ngram_n(texts) == expected
+    assert ec.GPT3_N_RANGE == (8, 13)
+
+
+def test_gpt3_ngram_n_on_the_courses_texts():
+    fx = ec.load_fixtures()
+    questions = {name: [q for q, _ in fx[name]] for name in ("em", "f1", "judge")}
+    # short questions: GPT-3's rule checks them at its floor, 8, not at 13
+    assert {name: ec.gpt3_ngram_n(qs) for name, qs in questions.items()} == dict.fromkeys(
+        questions, 8
+    )
+    famous = [t["text"] for t in ec.load_contamination() if t["group"] == "famous"]
+    assert ec.gpt3_ngram_n(famous) == 13  # 44 words and more: the cap
+    assert ec.gpt3_ngram_n(["Don't stop, don't!"] * 3) == 8  # words counted after normalising
+    with pytest.raises(ValueError, match="texts must be a non-empty list"):
+        ec.gpt3_ngram_n([])
+
+
+def test_lesson_and_readme_state_gpt3s_rule_as_the_paper_does(root):
+    """GPT-3's Appendix C sets n per benchmark (8 to 13); 13 is the cap and lm-eval's default."""
+    lesson = (root / "notebooks" / "15_contamination.py").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    for text in (lesson, readme):
+        flat = " ".join(text.replace("#", " ").split())
+        for wrong in (
+            "GPT-3 paper used 13-grams",
+            "GPT-3 rule (13-grams)",
+            "GPT-3's 13-grams",
+            "GPT-3 rule (any shared 13-gram)",
+        ):
+            assert wrong not in flat, wrong
+        assert "5th percentile" in flat
 
 
 # --- the model side: the three membership scores ------------------------------------------------
@@ -270,14 +320,16 @@ def test_membership_auc_intervals():
     members, nonmembers = rng.normal(1, 1, 25).tolist(), rng.normal(0, 1, 20).tolist()
     r = ec.membership_auc(members, nonmembers)
     assert r["ci95"][0] < r["auc"] < r["ci95"][1]
-    assert r["tpr_ci95"][0] <= r["tpr_at_fpr"] <= r["tpr_ci95"][1]
+    assert r["ci95_delong"][0] < r["auc"] < r["ci95_delong"][1]
+    assert r["n_flagged"] == round(r["tpr_at_fpr"] * 25) and r["resampled"] == "texts"
+    assert "tpr_ci95" not in r  # a threshold set by the few highest non-members has no usable one
     assert r == ec.membership_auc(members, nonmembers)  # seeded: the same every time
     assert r["ci95"] != ec.membership_auc(members, nonmembers, seed=1)["ci95"]
     # the null: random labels give AUCs around 1/2, and this separation is far outside them
     assert r["null95"][0] < 0.5 < r["null95"][1] and r["auc"] > r["null95"][1]
     assert r["p_value"] < 0.01
     one = ec.membership_auc([1.0], [0.0, 0.5])
-    assert one["auc"] == 1.0 and one["ci95"] is None and one["tpr_ci95"] is None
+    assert one["auc"] == 1.0 and one["ci95"] is None and one["ci95_delong"] is None
 
 
 def test_membership_auc_permutation_p_value_matches_the_exact_one():
@@ -289,6 +341,129 @@ def test_membership_auc_permutation_p_value_matches_the_exact_one():
     # no separation at all: the observed AUC is the null's centre
     flat = ec.membership_auc([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], n_resamples=20000)
     assert flat["auc"] == 0.5 and flat["p_value"] > 0.5
+
+
+def test_membership_auc_with_groups_draws_whole_groups_from_one_pool():
+    """Each resample draws groups (a group's members and non-members together): every resample's
+    AUC is the pair credit with each text weighted by its group's draws (the weighted AUC that
+    test_weighted_auc_agrees_with_scikit_learns_sample_weight checks against scikit-learn)."""
+    rng = np.random.default_rng(5)
+    members, nonmembers = rng.normal(1, 1, 9).tolist(), rng.normal(0, 1, 5).tolist()
+    g_m, g_n = list("aabbccdde"), list("abcdf")  # "e" has members only, "f" non-members only
+    groups = dict(groups_members=g_m, groups_nonmembers=g_n)
+    r = ec.membership_auc(members, nonmembers, n_resamples=300, **groups)
+    assert r["resampled"] == "6 groups" and r["ci95_delong"] is None
+    assert r["auc"] == ec.membership_auc(members, nonmembers)["auc"]  # the point estimate
+    w = ec.bootstrap_weights(14, g_m + g_n, n_resamples=300, seed=ec.SEED)
+    credit = (np.subtract.outer(members, nonmembers) > 0).astype(float)  # no ties here
+    aucs = [
+        row[:9] @ credit @ row[9:] / (row[:9].sum() * row[9:].sum())
+        for row in w.numpy()
+        if row[:9].sum() and row[9:].sum()  # a draw with both sides
+    ]
+    assert r["ci95"] == pytest.approx(np.quantile(aucs, [0.025, 0.975]).tolist(), abs=1e-12)
+    # groups on one side only: the other side's texts are each a group of their own
+    one_side = ec.membership_auc(members, nonmembers, groups_members=g_m)
+    assert one_side["resampled"] == "10 groups"
+
+
+def test_grouped_resamples_with_one_side_empty_are_left_out():
+    # two groups, members only in one, non-members only in the other: half the resamples draw
+    # one group twice and have no pair at all; the rest all give the observed AUC
+    r = ec.membership_auc([2.0, 3.0], [1.0], groups_members=["x", "x"], groups_nonmembers=["y"])
+    assert r["auc"] == 1.0 and r["ci95"] == [1.0, 1.0]
+    lone = ec.membership_auc([2.0, 3.0], [1.0], groups_members=["x", "x"], groups_nonmembers=["x"])
+    assert lone["ci95"] is None  # a single group: nothing to resample
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(groups_members=["a"]), "groups_members must be a list of 2 labels"),
+        (dict(groups_nonmembers="ab"), "groups_nonmembers must be a list of 2 labels"),
+        (dict(groups_members=["a", 1.5]), "groups_members must hold str or int labels, got 1.5"),
+        (dict(groups_members=[True, "a"]), "groups_members must hold str or int labels"),
+    ],
+)
+def test_membership_auc_refuses_bad_groups(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ec.membership_auc([1.0, 2.0], [0.0, 1.0], **kwargs)
+
+
+# --- DeLong's interval on the logit scale ---------------------------------------------------------
+
+
+def test_delong_interval_by_hand():
+    # pair credits [[1, 1], [1, 1/2]]: AUC 7/8; each member's mean credit (1, 3/4), each
+    # non-member's (1, 3/4): both sample variances 1/32, so Var = 1/64 + 1/64 = 1/32
+    low, high = ec.delong_auc_interval([3.0, 2.0], [1.0, 2.0])
+    half = 1.959963984540054 * math.sqrt(1 / 32) / (7 / 8 * 1 / 8)
+    expit = lambda t: 1 / (1 + math.exp(-t))  # noqa: E731
+    assert low == pytest.approx(expit(math.log(7) - half), abs=1e-12)  # 0.2276
+    assert high == pytest.approx(expit(math.log(7) + half), abs=1e-12)  # 0.9940
+    # the same scores read as losses: the AUC is 1/8 and the interval its mirror image
+    flipped = ec.delong_auc_interval([3.0, 2.0], [1.0, 2.0], higher_is_member=False)
+    assert flipped == pytest.approx([1 - high, 1 - low], abs=1e-12)
+
+
+def midrank_delong_variance(x, y):
+    """DeLong's variance through midranks (Sun and Xu 2014, "Fast implementation of DeLong's
+    algorithm"), with scipy's rankdata: an independent route to the same structural components."""
+    m, n = len(x), len(y)
+    pooled = rankdata(np.concatenate([x, y]))
+    v10 = (pooled[:m] - rankdata(x)) / n  # each member's share of non-members below it
+    v01 = 1 - (pooled[m:] - rankdata(y)) / m  # each non-member's share of members above it
+    return np.var(v10, ddof=1) / m + np.var(v01, ddof=1) / n
+
+
+def test_delong_interval_agrees_with_the_midrank_algorithm():
+    rng = np.random.default_rng(6)
+    for m, n in [(5, 7), (12, 12), (30, 20)]:
+        x = rng.integers(0, 8, m).astype(float) + 1.0  # ties within and across the groups
+        y = rng.integers(0, 6, n).astype(float)
+        auc = roc_auc_score([1] * m + [0] * n, np.concatenate([x, y]))
+        se = math.sqrt(midrank_delong_variance(x, y))
+        logit, half = math.log(auc / (1 - auc)), norm.ppf(0.975) * se / (auc * (1 - auc))
+        expected = [1 / (1 + math.exp(-(logit - half))), 1 / (1 + math.exp(-(logit + half)))]
+        assert ec.delong_auc_interval(x.tolist(), y.tolist()) == pytest.approx(expected, abs=1e-12)
+        r = ec.membership_auc(x.tolist(), y.tolist(), n_resamples=10)
+        assert r["ci95_delong"] == pytest.approx(expected, abs=1e-12)
+        z90 = norm.ppf(0.95) * se / (auc * (1 - auc))
+        narrow = ec.delong_auc_interval(x.tolist(), y.tolist(), confidence=0.9)
+        assert narrow == pytest.approx(
+            [1 / (1 + math.exp(-(logit - z90))), 1 / (1 + math.exp(-(logit + z90)))], abs=1e-12
+        )
+
+
+def test_delong_interval_is_none_where_undefined():
+    assert ec.delong_auc_interval([2.0, 3.0], [0.0, 1.0]) is None  # AUC 1: no spread to estimate
+    assert ec.delong_auc_interval([0.0, 1.0], [2.0, 3.0]) is None  # AUC 0
+    assert ec.delong_auc_interval([2.0], [0.0, 3.0]) is None  # one member
+    assert ec.delong_auc_interval([1.0, 1.0], [1.0, 1.0]) is None  # all tied: variance 0
+    with pytest.raises(ValueError, match=r"confidence must be a finite number in \(0, 1\)"):
+        ec.delong_auc_interval([1.0, 2.0], [0.0, 1.5], confidence=1)
+
+
+def test_at_12_against_12_delong_on_the_logit_scale_covers_and_the_percentile_bootstrap_not():
+    """Why lesson 15 prints DeLong's interval for SmolLM2's 12 against 12: binormal scores with a
+    true AUC of 0.9, 1,000 samples. The percentile bootstrap (membership_auc's ci95 without
+    groups) covers the true AUC in 87.1% of them; DeLong's on the logit scale in 95.9%, counting
+    the 2.5% of samples with AUC 1 (no interval) as misses. Four other seeds of 2,000 samples gave
+    87.7-88.9% and 94.8-95.4% (at a true AUC of 0.8: 92.0-92.8% and 95.4-96.6%)."""
+    rng = np.random.default_rng(0)
+    true_auc, trials = 0.9, 1000
+    shift = math.sqrt(2) * norm.ppf(true_auc)  # P(X > Y) for X ~ N(shift, 1), Y ~ N(0, 1)
+    w_m = ec.bootstrap_weights(12, n_resamples=1000, seed=1)
+    w_n = ec.bootstrap_weights(12, n_resamples=1000, seed=2)
+    boot = delong = 0
+    for _ in range(trials):
+        x, y = rng.normal(shift, 1, 12), rng.normal(0, 1, 12)
+        aucs = ec._weighted_auc(ec._pair_wins(torch.tensor(x), torch.tensor(y)), w_m, w_n)
+        low, high = np.quantile(aucs.numpy(), [0.025, 0.975])
+        boot += low <= true_auc <= high
+        interval = ec.delong_auc_interval(x.tolist(), y.tolist())
+        delong += interval is not None and interval[0] <= true_auc <= interval[1]
+    assert boot / trials < 0.91 and delong / trials > 0.93, (boot / trials, delong / trials)
 
 
 @pytest.mark.parametrize(
@@ -393,3 +568,125 @@ def test_load_contamination_refuses_a_malformed_file(tmp_path):
     path.write_text(json.dumps({"texts": [{k: v for k, v in item.items() if k != "licence"}]}))
     with pytest.raises(ValueError, match=r"texts\[0\] must be a dict with str values"):
         ec.load_contamination(path)
+
+
+def test_tinygpt_statement_facts_name_every_statement_in_the_fixtures_fact_ids():
+    facts = ec.tinygpt_statement_facts()
+    train = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
+    assert list(facts) == train["statements"]  # every statement, in training order
+    vocabulary = {f for ids in ec.load_fixtures()["facts"].values() for f in ids}
+    assert set(facts.values()) <= vocabulary
+    per_fact = Counter(facts.values())
+    assert set(per_fact.values()) == {2, 3}, per_fact
+    lm_facts = set(ec.load_fixtures()["facts"]["lm"]) - {"many facts"}  # one text on every fact
+    assert lm_facts <= set(per_fact), lm_facts - set(per_fact)
+    assert facts["Earth travels around the Sun once every year."] == "year"  # not "sun"
+    assert facts["Ice is water that has frozen solid."] == "freezing"
+
+
+def test_tinygpt_statement_facts_refuses_a_file_that_misses_a_statement(tmp_path):
+    raw = json.loads(ec.CONTAMINATION_PATH.read_text(encoding="utf-8"))
+    dropped = next(iter(raw["tinygpt_statement_facts"]["facts"]))
+    del raw["tinygpt_statement_facts"]["facts"][dropped]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(ValueError, match="must name each of the 60 training statements once"):
+        ec.tinygpt_statement_facts(path)
+
+
+# --- the exercise checks: right work passes, wrong work is named, the answer never shown ---------
+
+
+@pytest.fixture(scope="module")
+def corpus(tok):
+    return ec.tinygpt_training_texts(tok)
+
+
+EXERCISE_1 = [
+    "Tell me which planet is known as the red planet.",
+    "In a few words, what is the capital of Japan?",
+    "What is the tallest mountain on Earth?",
+    "Tell me how a frog starts its life.",
+]
+
+
+def share_without_normalising(question, corpus_texts, n=5):
+    """The lesson's buggy overlap: words compared as they are written."""
+    grams = {
+        tuple(w[i : i + n])
+        for t in corpus_texts
+        for w in [t.split()]
+        for i in range(len(w) - n + 1)
+    }
+    words = question.split()
+    qs = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return sum(g in grams for g in qs) / len(qs)
+
+
+def test_exercise_1_check_passes_right_work_and_names_wrong_work(corpus):
+    shares = [r["share"] for r in ec.ngram_overlap(EXERCISE_1, corpus, n=5)]
+    assert all(shares) and len(set(shares)) == 4, shares  # four different, non-zero answers
+    assert ec.ngram_share_mistake(lambda q: shares[EXERCISE_1.index(q)], EXERCISE_1, corpus) is None
+    wrong = {
+        "normalise the question and every training text": lambda q: share_without_normalising(
+            q, corpus
+        ),
+        "use n-grams of 5 words": lambda q: ec.ngram_overlap([q], corpus, n=4)[0]["share"],
+        "a count of n-grams found": lambda q: ec.ngram_overlap([q], corpus, n=5)[0]["n_found"],
+        "NOT found": lambda q: 1 - ec.ngram_overlap([q], corpus, n=5)[0]["share"],
+        "is not its share of 5-grams found": lambda q: 0.0,  # today's accepted wrong answer
+        "must be a number, got '0.5'": lambda q: "0.5",
+        "it must lie from 0 to 1": lambda q: -0.5,
+    }
+    for hint, fn in wrong.items():
+        message = ec.ngram_share_mistake(fn, EXERCISE_1, corpus)
+        assert message is not None and hint in message, (hint, message)
+        assert not any(f"{v:.3g}" in message or repr(v) in message for v in shares), message
+    with pytest.raises(ValueError, match=r"questions\[0\] has fewer than 5 words"):
+        ec.ngram_share_mistake(lambda q: 0.0, ["too short", EXERCISE_1[0]], corpus)
+
+
+def test_exercise_2_check_passes_right_work_and_names_wrong_work():
+    rng = np.random.default_rng(8)
+    famous = [rng.exponential(1.0, rng.integers(40, 90)).tolist() for _ in range(12)]
+    fresh = [rng.exponential(1.15, rng.integers(40, 90)).tolist() for _ in range(12)]
+
+    def auc(score):
+        return roc_auc_score([1] * 12 + [0] * 12, [score(x) for x in famous + fresh])
+
+    right = auc(lambda x: ec.min_k_prob(x, 40))
+    assert ec.min_k_auc_mistake(right, famous, fresh) is None
+    wrong = {
+        "direction is reversed": 1 - right,
+        "the AUC at k = 20": auc(lambda x: ec.min_k_prob(x, 20)),
+        "mean token loss's AUC": auc(lambda x: -ec.mean_token_loss(x)),
+        "averages the most likely tokens": auc(lambda x: -np.mean(sorted(x)[: len(x) * 40 // 100])),
+        "it must lie from 0 to 1": 1.5,
+    }
+    assert len({round(v, 12) for v in wrong.values()} | {round(right, 12)}) == 6  # distinct
+    for hint, value in wrong.items():
+        message = ec.min_k_auc_mistake(value, famous, fresh)
+        assert message is not None and hint in message, (hint, message)
+        assert f"{right:.3g}" not in message and f"{right:.4g}" not in message
+
+
+def test_exercise_4_check_passes_right_work_and_names_wrong_work():
+    famous = [1.0, 2.0, 3.5, 4.5, 6.0]
+    fresh = [3.0, 4.0, 5.0]
+    # no fresh text flagged: below 3.0 (2 famous); one: below 4.0 (3); two: below 5.0 (4); all
+    right = [2, 3, 4, 5]
+    assert ec.flagged_counts_mistake(right, famous, fresh) is None
+    assert ec.flagged_counts_mistake(np.array(right).tolist(), famous, fresh) is None
+    assert ec.flagged_counts_mistake(list(np.array(right)), famous, fresh) is None  # numpy ints
+    assert ec.flagged_counts_mistake(np.array(right), famous, fresh) is None
+    wrong = {
+        "shifted by one": [3, 4, 5, 5],
+        "NOT flagged": [3, 2, 1, 0],
+        "flagged_counts[2], the famous texts flagged with 2 fresh text(s) flagged": [2, 3, 3, 5],
+        "must hold counts of famous texts": [0.4, 0.6, 0.8, 1.0],
+        "must be a list of 4 counts": [2, 3, 4],
+    }
+    for hint, counts in wrong.items():
+        message = ec.flagged_counts_mistake(counts, famous, fresh)
+        assert message is not None and hint in message, (hint, message)
+        assert str(right) not in message

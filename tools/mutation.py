@@ -85,6 +85,7 @@ AREA_TESTS = {
         "test_07_calibration.py",
     ),
     "length_batches": ("test_01_length_batches.py", "test_01_perplexity.py"),
+    "contamination": ("test_15_contamination.py",),
     "intervals": (
         "test_00_shared_uncertainty.py",
         "test_06_evidence.py",
@@ -1098,6 +1099,88 @@ MUTANTS = [
         "bootstrap_distribution(outcomes, groups=labels, n_resamples=n_resamples, seed=seed)",
         "bootstrap_distribution(outcomes, n_resamples=n_resamples, seed=seed)",
         "the grouped success rate bootstraps cases, not whole source groups",
+    ),
+    # -- Lesson 15: GPT-3's n, grouped AUC intervals, DeLong's interval, exercise checks ------
+    M(
+        "contamination",
+        "gpt3-n-rounds-up",
+        "    return min(max(math.floor(fifth), low), high)\n",
+        "    return min(max(math.ceil(fifth), low), high)\n",
+        "GPT-3's n rounds the 5th percentile up",
+    ),
+    M(
+        "contamination",
+        "gpt3-n-no-cap",
+        "    return min(max(math.floor(fifth), low), high)\n",
+        "    return max(math.floor(fifth), low)\n",
+        "GPT-3's n without its cap of 13",
+    ),
+    M(
+        "contamination",
+        "groups-resampled-apart",
+        "    weights = bootstrap_weights(m + n, labels, n_resamples, seed)  # (R, m + n)\n",
+        "    weights = torch.cat([bootstrap_weights(m, labels[:m], n_resamples, seed),\n"
+        "                         bootstrap_weights(n, labels[m:], n_resamples, seed + 1)], 1)\n",
+        "a group's members and non-members drawn apart, not together",
+    ),
+    M(
+        "contamination",
+        "grouped-empty-side-kept",
+        '        out["ci95"] = _finite_percentiles(_weighted_auc(wins, w_m, w_n), 0.95)\n',
+        '        out["ci95"] = list(_percentiles('
+        "_weighted_auc(wins, w_m, w_n).nan_to_num(0.5), 0.95))\n",
+        "a resample with no member or no non-member counted as AUC 1/2",
+    ),
+    M(
+        "contamination",
+        "delong-biased-variance",
+        "    variance = float(wins.mean(1).var() / m + wins.mean(0).var() / n)  # var: 1/(k - 1)\n",
+        "    variance = float(wins.mean(1).var(correction=0) / m"
+        " + wins.mean(0).var(correction=0) / n)\n",
+        "DeLong's structural components with the biased (1/k) variance",
+    ),
+    M(
+        "contamination",
+        "delong-no-logit",
+        "    return [1 / (1 + math.exp(half - centre)), 1 / (1 + math.exp(-half - centre))]\n",
+        "    return [auc - z * math.sqrt(variance), auc + z * math.sqrt(variance)]\n",
+        "the interval built on the AUC's own scale, not the logit",
+    ),
+    M(
+        "contamination",
+        "delong-at-one",
+        "    if variance == 0:  # AUC 0 or 1 (every pair lost or won), or every score tied\n",
+        "    if False:\n",
+        "an AUC of 1 (no spread) gets an interval: a logit of infinity",
+    ),
+    M(
+        "contamination",
+        "n-flagged-of-nonmembers",
+        '        "n_flagged": round(tpr * m),\n',
+        '        "n_flagged": round(tpr * n),\n',
+        "the flagged count scaled by the non-members",
+    ),
+    M(
+        "contamination",
+        "share-check-accepts-anything",
+        '        if abs(got - r["share"]) >= 1e-12:\n',
+        '        if abs(got - r["share"]) > 1:\n',
+        "exercise 1's check accepts any share",
+    ),
+    M(
+        "contamination",
+        "counts-check-off-by-one",
+        "    bars = [*sorted(nonmember_losses), math.inf]"
+        "  # flagging j of them: below the (j + 1)-th\n",
+        "    bars = [-math.inf, *sorted(nonmember_losses)]\n",
+        "exercise 4's reference counts shifted by one false positive",
+    ),
+    M(
+        "contamination",
+        "statement-facts-unchecked",
+        "    if sorted(facts) != sorted(statements):\n",
+        "    if False:\n",
+        "a statement-facts file that misses a statement is accepted",
     ),
 ]
 
