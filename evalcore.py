@@ -6818,7 +6818,7 @@ def humaneval_prompts(tok, problems, prompt_format):
     return tok, [CHAT_CODE_REQUEST.format(prompt=p["prompt"]) for p in problems], (FENCE_STOP,)
 
 
-_FENCE = re.compile(r"```([\w+.-]*)[ \t]*(\n|$)")  # ```python, ```py or ```, to the line's end
+_CODE_FENCE = re.compile(r"```([\w+.-]*)[ \t]*(\n|$)")  # ```python, ```py or ```, to the line's end
 
 
 def extract_code(answer):
@@ -6828,7 +6828,7 @@ def extract_code(answer):
 
     Lesson 16."""
     _check_str("answer", answer)
-    fences = list(_FENCE.finditer(answer))
+    fences = list(_CODE_FENCE.finditer(answer))
     if not fences:
         return answer
     first = fences[0]
