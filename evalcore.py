@@ -158,7 +158,7 @@ __all__ = [
     "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER", "NEUTRAL_FILLER",
     "verbosity_check", "pass_fail_agreement", "judge_metric_agreement", "judge_pair_agreement",
     "JUDGE_SCORE_PREFIX", "judge_prompt_text", "score_distribution", "next_token_logprobs_local",
-    "ProbabilityJudge", "PROBABILITY_JUDGE_TOLERANCE", "PAIRWISE_RUBRIC", "PAIRWISE_PREFIX",
+    "ProbabilityJudge", "JUDGE_SERVED_TOLERANCE", "PAIRWISE_RUBRIC", "PAIRWISE_PREFIX",
     "pairwise_messages", "position_bias", "COURSE_LABELS_PATH", "load_course_labels",
     "kappa_with_interval", "auc_with_interval",
     # Lesson 10 · Learning aggregate weights
@@ -3939,7 +3939,7 @@ class ProbabilityJudge:
 
 # Served (recorded) against in-process expected scores: 10x the largest gap measured, 2.6e-5 over
 # the 80 items under ATEN_CPU_CAPABILITY default, avx2 and AVX512 and 1 and 2 threads.
-PROBABILITY_JUDGE_TOLERANCE = 3e-4
+JUDGE_SERVED_TOLERANCE = 3e-4
 
 
 # Position bias: the same two answers, in both orders --------------------------------------------

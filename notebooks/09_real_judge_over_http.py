@@ -483,7 +483,7 @@ print(f"mass on the digits: min {min(mass):.3f}, median {statistics.median(mass)
 # every token). Here is the check on the judge's own prompts, for the first four items, against
 # SmolLM2 loaded in this kernel. The two are computed by different code (vLLM's kernels and torch's),
 # so they agree only to rounding, and how far depends on the CPU. The cell prints the bound they meet,
-# `ec.PROBABILITY_JUDGE_TOLERANCE`: ten times the largest gap measured on all 80 items, under three
+# `ec.JUDGE_SERVED_TOLERANCE`: ten times the largest gap measured on all 80 items, under three
 # CPU kernel choices and 1 and 2 threads.
 
 # %%
@@ -491,7 +491,7 @@ print(f"mass on the digits: min {min(mass):.3f}, median {statistics.median(mass)
 local_model, local_tok = ec.load_smollm2()
 in_process = ec.ProbabilityJudge(local_model, local_tok).scores(items[:4])
 gap = max(abs(a["expected"] - b["expected"]) for a, b in zip(in_process, dists[:4]))
-tolerance = ec.PROBABILITY_JUDGE_TOLERANCE  # 10x the largest gap measured across CPU kernels and threads
+tolerance = ec.JUDGE_SERVED_TOLERANCE  # 10x the largest gap measured across CPU kernels and threads
 print(f"served and in-process agree within {tolerance:.0e} (expected scores "
       f"{', '.join(format(d['expected'], '.3f') for d in dists[:4])})")
 assert gap < tolerance, f"expected the served and in-process scores to agree within {tolerance:.0e}, got {gap:.2g}"

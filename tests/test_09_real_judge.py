@@ -214,8 +214,8 @@ def test_the_recorded_expected_scores_match_smollm2_in_process():
         source.stop()
     local = ec.ProbabilityJudge(*ec.load_smollm2()).scores(items)
     gaps = [abs(a["expected"] - b["expected"]) for a, b in zip(recorded, local)]
-    assert max(gaps) < ec.PROBABILITY_JUDGE_TOLERANCE, gaps
-    assert ec.PROBABILITY_JUDGE_TOLERANCE <= 1e-3  # far below a score's meaningful digits
+    assert max(gaps) < ec.JUDGE_SERVED_TOLERANCE, gaps
+    assert ec.JUDGE_SERVED_TOLERANCE <= 1e-3  # far below a score's meaningful digits
 
 
 def test_http_judge_caps_its_reply_only_when_asked(monkeypatch):
@@ -259,7 +259,7 @@ def test_lesson_09_quotes_its_outputs_and_their_unit(root):
     assert "0.85, 95% CI [0.756, 0.912]" not in prose and "0.850 (95% CI [0.750, 0.938]" in prose
     assert "[-0.98, -0.11]" not in prose and "kappa is undefined" in prose
     assert "no better than chance, and neither is" not in prose
-    assert "agree to 5e-6" not in prose and "`ec.PROBABILITY_JUDGE_TOLERANCE`" in prose
+    assert "agree to 5e-6" not in prose and "`ec.JUDGE_SERVED_TOLERANCE`" in prose
     assert "`ec.NEUTRAL_FILLER`" in prose
     assert "tests/test_http_judge.py" not in prose  # exercise 1 no longer points at a test file
 
