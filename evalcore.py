@@ -44,7 +44,8 @@ Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
     judge_messages, parse_judge_reply, verbosity_check, pass_fail_agreement,
     judge_metric_agreement, judge_pair_agreement, judge_prompt_text, score_distribution,
     next_token_logprobs_local, ProbabilityJudge, pairwise_messages, position_bias,
-    load_course_labels, kappa_with_interval; the judge HTTPJudge and JudgeServer (Appendix A)
+    load_course_labels, kappa_with_interval, auc_with_interval; the judge HTTPJudge and
+    JudgeServer (Appendix A)
 Lesson 10 · Learning aggregate weights  (notebooks/10_learning_weights.ipynb)
     aggregate_models, WeightFit, fit_weights, leave_one_model_out
 Lesson 11 · A real Hugging Face model  (notebooks/11_real_model.ipynb)
@@ -158,11 +159,12 @@ __all__ = [
     "add_distractor", "lowercase", "uppercase", "PERTURBATIONS", "robustness_eval", "tarone_count",
     "tarone_holm",
     # Lesson 09 · A real judge over HTTP
-    "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER",
+    "JUDGE_RUBRIC", "judge_messages", "parse_judge_reply", "VERBOSITY_FILLER", "NEUTRAL_FILLER",
     "verbosity_check", "pass_fail_agreement", "judge_metric_agreement", "judge_pair_agreement",
     "JUDGE_SCORE_PREFIX", "judge_prompt_text", "score_distribution", "next_token_logprobs_local",
-    "ProbabilityJudge", "PAIRWISE_RUBRIC", "PAIRWISE_PREFIX", "pairwise_messages",
-    "position_bias", "COURSE_LABELS_PATH", "load_course_labels", "kappa_with_interval",
+    "ProbabilityJudge", "JUDGE_SERVED_TOLERANCE", "PAIRWISE_RUBRIC", "PAIRWISE_PREFIX",
+    "pairwise_messages", "position_bias", "COURSE_LABELS_PATH", "load_course_labels",
+    "kappa_with_interval", "auc_with_interval",
     # Lesson 10 · Learning aggregate weights
     "aggregate_models", "WeightFit", "fit_weights", "leave_one_model_out",
     # Lesson 11 · A real Hugging Face model
@@ -3746,6 +3748,9 @@ def _integral_score(value):
 
 # Judge bias checks ------------------------------------------------------------------------------
 VERBOSITY_FILLER = " To be thorough, let me add that this answer was considered with great care."
+# The control: VERBOSITY_FILLER's frame, 14 words and 16 SmolLM2 tokens, claiming nothing about the
+# answer: a shift both fillers give is length, one only the first gives is its claim of care.
+NEUTRAL_FILLER = " In passing, let me add that this answer was written on a Tuesday morning."
 
 
 def _judge_items(items):
@@ -3878,8 +3883,8 @@ def _chat_text(tok, messages):
 def score_distribution(token_logprobs, labels=("1", "2", "3", "4", "5")):
     """From {token text: log-probability} of the judge's next token: each label's probability
     renormalised over the labels, their share of all probability ("mass"), and the
-    probability-weighted score sum(i * p_i) over labels numbered 1, 2, ... (G-Eval, Liu et al.
-    2023); JudgeUnavailable when no label has any probability.
+    probability-weighted score sum(i * p_i) over labels numbered 1, 2, ... (G-Eval's formula, Liu
+    et al. 2023); JudgeUnavailable when no label has any probability.
 
     Lesson 09."""
     probs = {lab: 0.0 for lab in labels}
@@ -3936,6 +3941,11 @@ class ProbabilityJudge:
         (dist,) = self.scores([(instruction, prediction, reference)])
         probs = ", ".join(f"{k}: {v:.2f}" for k, v in dist["probs"].items())
         return dist["expected"], f"probability-weighted over {probs}"
+
+
+# Served (recorded) against in-process expected scores: 10x the largest gap measured, 2.6e-5 over
+# the 80 items under ATEN_CPU_CAPABILITY default, avx2 and AVX512 and 1 and 2 threads.
+JUDGE_SERVED_TOLERANCE = 3e-4
 
 
 # Position bias: the same two answers, in both orders --------------------------------------------
@@ -4016,22 +4026,36 @@ def load_course_labels(path=COURSE_LABELS_PATH):
 
 
 def _kappa_statistic(values, weights):
-    """Cohen's kappa of two 0/1 columns under each row of bootstrap weights (NaN: undefined)."""
+    """Cohen's kappa of two 0/1 columns under each row of bootstrap weights (NaN: a column holds
+    one label only, where kappa is 0 whatever the other says)."""
     a, b, w = values[:, 0], values[:, 1], weights.double()
     total = w.sum(1)
     po = w @ (a == b).double() / total
     pa, pb = w @ a / total, w @ b / total
     pe = pa * pb + (1 - pa) * (1 - pb)
-    return torch.where(pe < 1, (po - pe) / (1 - pe), torch.full_like(pe, math.nan))
+    both_labels = (pa > 0) & (pa < 1) & (pb > 0) & (pb < 1)
+    return torch.where(both_labels, (po - pe) / (1 - pe), torch.full_like(pe, math.nan))
+
+
+def _one_label(name, labels):
+    """Why a list of 0/1 labels gives no kappa or AUC ("a passes none of the 80"), or None."""
+    if len(set(labels)) > 1:
+        return None
+    return f"{name} passes {'all' if labels[0] else 'none of the'} {len(labels)}"
 
 
 def kappa_with_interval(a, b, groups, n_resamples=2000, seed=SEED):
     """Cohen's kappa of two lists of pass/fail labels with a percentile bootstrap interval that
-    resamples whole groups (the answers to one question move together), and the share of
-    resamples where kappa is undefined (left out of the interval).
+    resamples whole groups, and the share of resamples left out as undefined. Kappa is None, with
+    the reason, when a list holds one label: agreement equals chance's, and its 0 measures nothing.
 
     Lesson 09."""
+    _check_two_raters(a, b)
     a, b = [int(bool(x)) for x in a], [int(bool(y)) for y in b]
+    out = {"n": len(a), "groups": len(set(groups))}
+    reason = _one_label("a", a) or _one_label("b", b)
+    if reason:
+        return {"kappa": None, "ci95": None, "undefined_share": 1.0, "reason": reason, **out}
     values = [[x, y] for x, y in zip(a, b)]
     stats = bootstrap_distribution(
         values, groups=groups, statistic=_kappa_statistic, n_resamples=n_resamples, seed=seed
@@ -4041,9 +4065,55 @@ def kappa_with_interval(a, b, groups, n_resamples=2000, seed=SEED):
         "kappa": cohen_kappa(a, b),
         "ci95": _percentiles(finite, 0.95) if len(finite) else None,
         "undefined_share": 1 - len(finite) / len(stats),
-        "n": len(a),
+        "reason": None,
+        **out,
+    }
+
+
+def _auc_statistic(values, weights):
+    """AUC of column 0 (scores) against column 1 (0/1 labels) under each row of draw counts: the
+    weighted share of (1, 0) pairs the 1 wins, ties 1/2; NaN with one label. (R,)"""
+    ones = values[:, 1] == 1
+    diff = values[ones, 0][:, None] - values[~ones, 0][None, :]
+    wins = (diff > 0).double() + 0.5 * (diff == 0).double()  # (P, N)
+    w_ones, w_zeros = weights[:, ones].double(), weights[:, ~ones].double()  # (R, P), (R, N)
+    pairs = w_ones.sum(-1) * w_zeros.sum(-1)
+    credit = ((w_ones @ wins) * w_zeros).sum(-1)
+    return torch.where(pairs > 0, credit / pairs, torch.full_like(pairs, math.nan))
+
+
+def auc_with_interval(scores, labels, groups, n_resamples=2000, seed=SEED):
+    """How well scores separate items labelled 1 from items labelled 0, with no threshold: the
+    chance that a 1 outscores a 0, ties 1/2 (scikit-learn's roc_auc_score; 0.5 is chance), with a
+    percentile bootstrap interval that resamples whole groups (resamples with one label left out).
+
+    Lesson 09."""
+    scores, labels = _floats("scores", scores), [_check_label(i, y) for i, y in enumerate(labels)]
+    if not all(map(math.isfinite, scores)) or len(scores) != len(labels):
+        raise ValueError(
+            f"scores must be {len(labels)} finite numbers, one per label, got {scores!r}"
+        )
+    if len(set(labels)) < 2:
+        raise ValueError(f"labels must hold both 0 and 1 for an AUC, got {labels!r}")
+    values = [[x, y] for x, y in zip(scores, labels)]
+    stats = bootstrap_distribution(
+        values, groups=groups, statistic=_auc_statistic, n_resamples=n_resamples, seed=seed
+    )
+    finite = stats[stats.isfinite()]
+    once = torch.ones(1, len(values), dtype=torch.float64)  # every item counted once
+    return {
+        "auc": float(_auc_statistic(torch.tensor(values, dtype=torch.float64), once)[0]),
+        "ci95": _percentiles(finite, 0.95) if len(finite) else None,
+        "undefined_share": 1 - len(finite) / len(stats),
+        "n": len(values),
         "groups": len(set(groups)),
     }
+
+
+def _check_label(i, label):
+    if isinstance(label, str) or label not in (0, 1):
+        raise ValueError(f"labels[{i}] must be 0 or 1, got {label!r}")
+    return int(label)
 
 
 # =================================================================================================

@@ -29,12 +29,12 @@
 #   you write;
 # - three bias checks: does padding move the score, does the judge agree with exact match and token F1
 #   (Cohen's kappa), and do two judges agree with each other;
-# - a real judge, SmolLM2-135M-Instruct served by vLLM, read two ways (its parsed reply, and the
-#   probability-weighted score of G-Eval), measured for position and verbosity bias and for agreement
-#   with labels the course wrote, with intervals that resample questions, against the mock judge and
-#   chance.
+# - a real judge, SmolLM2-135M-Instruct served by vLLM, read two ways (its parsed reply, and G-Eval's
+#   probability-weighted formula read from the server's log-probabilities), measured for position and
+#   verbosity bias and for agreement with labels the course wrote, with intervals that resample
+#   questions, against the mock judge and chance.
 #
-# **Time needed:** about 75 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
+# **Time needed:** about 85 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
 # Nothing here leaves your machine: every server binds to 127.0.0.1.
 
 # %%
@@ -280,22 +280,28 @@ assert "sk-demo" not in written + repr(keyed) + repr(keyed_result)
 #
 # `ec.verbosity_check` scores every answer twice, once as given and once with a sentence of filler
 # appended, and reports how far each score moved. For a judge that grades content only, padding should
-# change nothing. We run the check through the server, exactly as you would against a real endpoint:
+# change nothing. The default filler, `ec.VERBOSITY_FILLER`, adds length *and* a claim that the answer
+# was "considered with great care". So a shift could come from either. The control is
+# `ec.NEUTRAL_FILLER`: the same frame, the same 14 words and 16 SmolLM2 tokens, and no claim at all.
+# We run both through the server, exactly as you would against a real endpoint:
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# Verbosity check: ec.verbosity_check(judge, over_http), its mean shift and up/down/same counts; defines: padded
+# Verbosity check, both fillers: ec.verbosity_check(judge, over_http, filler=...); defines: padded
 padded = ec.verbosity_check(judge, over_http)
-print(repr(ec.VERBOSITY_FILLER))
-print(f"mean shift {padded['mean_shift']:.4g}: up {padded['up']}, down {padded['down']}, "
-      f"same {padded['same']} (of {padded['scored']})")
-assert padded["up"] == 0, f"expected no score to rise with padding, got {padded['up']}"  # never rewarded
+padded_neutral = ec.verbosity_check(judge, over_http, filler=ec.NEUTRAL_FILLER)
+for filler, check in ((ec.VERBOSITY_FILLER, padded), (ec.NEUTRAL_FILLER, padded_neutral)):
+    print(f"{filler!r}\n  mean shift {check['mean_shift']:.4g}: up {check['up']}, down {check['down']}, "
+          f"same {check['same']} (of {check['scored']})")
+assert padded["up"] == padded_neutral["up"] == 0, "expected no score to rise with padding"  # never rewarded
+assert [r["shift"] for r in padded["rows"]] == [r["shift"] for r in padded_neutral["rows"]]  # words, not claims
 
 
 # %% [markdown]
 # The mock judge is our control. It never rewards padding, but it is not blind to it either: padding
 # *costs* points. The filler's words are not in the reference, so token F1's precision falls, and an
-# exact match stops being one. LLM judges tend to err the other way: the MT-Bench paper (Zheng et al.
+# exact match stops being one. It counts words and reads no claims: here both fillers move every
+# score by the same amount. LLM judges tend to err the other way: the MT-Bench paper (Zheng et al.
 # 2023, arXiv:2306.05685) lists *verbosity bias* among the judge biases it examines. (A figure often
 # quoted from it, that a "repetitive list" attack fooled GPT-3.5 91% of the time, is unverified here:
 # we have it only from a secondary summary.) Here is a judge with that bias, **biased on purpose**,
@@ -417,7 +423,10 @@ print(f"{'live' if source.live else 'recorded'} replies from {source.model!r}; {
 #
 # The same `HTTPJudge` as before, now with a real model behind it, and `max_tokens=64` (vLLM's default
 # would let a rambling reply run to the end of the context). A reply with no JSON score is **unscored**.
-# The share that fails gets a Wilson interval, like any rate (lesson 06).
+# The share that fails is a rate, but not over 80 independent answers: the four answers to one question
+# share its prompt and its difficulty. So its interval resamples the 20 questions, as every interval in
+# this section does. A Wilson interval (lesson 06) over the 80 answers would treat them as independent
+# and come out too narrow.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -435,44 +444,57 @@ def parse_one(item):
 with ThreadPoolExecutor(4) as pool:  # four requests in flight: vLLM batches them
     replies = list(pool.map(parse_one, items))
 parsed, failed = [p for p, _ in replies], [why for _, why in replies if why is not None]
-lo, hi = ec.wilson_interval(len(failed), len(items))
-print(f"unparseable: {len(failed)}/{len(items)} = {len(failed) / len(items):.4g}, 95% CI [{lo:.4g}, {hi:.4g}]")
+lo, hi = ec.bootstrap_ci([float(p is None) for p in parsed], groups=question)
+wilson = ec.wilson_interval(len(failed), len(items))  # 80 answers as if independent: too narrow
+print(f"unparseable: {len(failed)}/{len(items)} = {len(failed) / len(items):.3f}, 95% CI [{lo:.3f}, {hi:.3f}] "
+      f"(questions resampled; Wilson over the answers: [{wilson[0]:.3f}, {wilson[1]:.3f}])")
 print("first reason:", failed[0] if failed else None)
 assert len(parsed) == len(items) and len(failed) == sum(p is None for p in parsed)
+assert hi - lo > wilson[1] - wilson[0], "expected resampling questions to widen the interval"
 
 # %% [markdown]
-# ### Reading 2: the score tokens' probabilities (G-Eval)
+# ### Reading 2: G-Eval's formula, read from log-probabilities where the server gives them
 #
-# G-Eval (Liu et al. 2023, "G-Eval: NLG Evaluation using GPT-4 with Better Human Alignment") reads the
-# judge differently: instead of parsing the text it writes, take the probabilities it gives the score
-# tokens "1" to "5" at the point where the score goes, and report their probability-weighted mean. We
-# start the reply for the judge with `{"score": `, so its very next token is the score.
-# `ec.ProbabilityJudge` asks the server for that token's top-20 log-probabilities (`/v1/completions`
-# with `logprobs=20`, `max_tokens=1`); on an in-process model it reads the logits. No reply is ever
-# unparseable this way, but a model can still put little probability on the five digits: `mass` says
-# how much.
+# G-Eval (Liu et al. 2023, "G-Eval: NLG Evaluation using GPT-4 with Better Human Alignment") scores an
+# answer by the probability-weighted mean of the scores, the sum of i × p(i) over the scores "1" to "5",
+# rather than by the one score a reply states. Its released code reads no log-probabilities: it
+# estimates the probabilities by sampling. `gpt4_eval.py` asks GPT-4 for 20 replies (`n=20`,
+# `temperature=2`, `max_tokens=5`; its `logprobs` line is commented out), and
+# `meta_eval_summeval.py` parses each reply's leading number (`parse_output`) and averages the 20. Three
+# of its four prompts (`prompts/summeval/*_detailed.txt`) also hold evaluation steps, which the paper
+# has the model write from the criteria beforehand, and each asks for the score only (all in
+# `nlpyang/geval`).
+#
+# We take the formula and read the probabilities directly, with no steps and no sampling. We start
+# the reply for the judge with `{"score": `, so its very next token is the score. `ec.ProbabilityJudge`
+# asks the server for that token's top-20 log-probabilities (`/v1/completions` with `logprobs=20`,
+# `max_tokens=1`); on an in-process model it reads the logits. No reply is ever unparseable this way,
+# but a model can still put little probability on the five digits: `mass` says how much.
 
 # %% tags=["live"]
 # Probability-weighted scores: ec.ProbabilityJudge(judge_model, judge_tok).scores(items); defines: prob_judge, dists, expected
 prob_judge = ec.ProbabilityJudge(judge_model, judge_tok)
 dists = prob_judge.scores(items)
-expected = [d["expected"] for d in dists]
-print(f"mass on the digits: min {min(d['mass'] for d in dists):.3g}, median "
-      f"{sorted(d['mass'] for d in dists)[len(dists) // 2]:.3g}")
+expected, mass = [d["expected"] for d in dists], [d["mass"] for d in dists]
+print(f"mass on the digits: min {min(mass):.3f}, median {statistics.median(mass):.3f}, max {max(mass):.3f}")
 
 # %% [markdown]
 # The served log-probabilities are the ones the same weights give in-process (lesson 14 checks this on
 # every token). Here is the check on the judge's own prompts, for the first four items, against
-# SmolLM2 loaded in this kernel:
+# SmolLM2 loaded in this kernel. The two are computed by different code (vLLM's kernels and torch's),
+# so they agree only to rounding, and how far depends on the CPU. The cell prints the bound they meet,
+# `ec.JUDGE_SERVED_TOLERANCE`: ten times the largest gap measured on all 80 items, under three
+# CPU kernel choices and 1 and 2 threads.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 local_model, local_tok = ec.load_smollm2()
 in_process = ec.ProbabilityJudge(local_model, local_tok).scores(items[:4])
 gap = max(abs(a["expected"] - b["expected"]) for a, b in zip(in_process, dists[:4]))
-print(f"largest difference, served against in-process: {gap:.1e} (expected scores "
+tolerance = ec.JUDGE_SERVED_TOLERANCE  # 10x the largest gap measured across CPU kernels and threads
+print(f"served and in-process agree within {tolerance:.0e} (expected scores "
       f"{', '.join(format(d['expected'], '.3f') for d in dists[:4])})")
-assert gap < 1e-3, f"expected the served and in-process scores to agree to 1e-3, got {gap:.2g}"
+assert gap < tolerance, f"expected the served and in-process scores to agree within {tolerance:.0e}, got {gap:.2g}"
 
 # %% [markdown]
 # Does the score tell a right answer from a wrong one? Compare it on the items the course labelled pass
@@ -503,31 +525,62 @@ fig.suptitle("Scores of the 80 answers, split by the course's label")
 plt.show()
 
 # %% [markdown]
-# ### Agreement with the course's labels, as kappa with a cluster-aware interval
+# ### Agreement with the course's labels: kappa, and a measure with no threshold
 #
 # Call an answer a pass when the judge's score is at least 3 for the probability-weighted reading (the
-# middle of the scale, fixed before looking) and at least 4 for a parsed reply or the mock judge (the rule
-# of section 5). The four answers to one question are not independent: an easy question makes all of
-# them easier to judge. So the interval resamples whole **questions**, 20 clusters, not 80 answers
+# middle of the scale, fixed before looking) and at least 4 for the mock judge (the rule of section 5).
+# The four answers to one question are not independent: an easy question makes all of them easier to
+# judge. So the interval resamples whole **questions**, 20 clusters, not 80 answers
 # (`ec.kappa_with_interval`, a percentile bootstrap over groups). "Chance" is a judge that passes
-# answers at random at the same rate: its kappa is 0 on average.
+# answers at random at the same rate: its kappa is 0 on average. A judge that passes *none* has no
+# kappa at all: its observed agreement then equals chance agreement whatever the labels say, so the 0
+# that the formula returns measures nothing, and `kappa_with_interval` gives `None` with the reason.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# Kappa with the course's labels, questions resampled: ec.kappa_with_interval(passes, truth, question); defines: agreement, scored_parsed
+# Kappa with the course's labels, questions resampled: ec.kappa_with_interval(passes, truth, question); defines: agreement
 agreement = {
     "SmolLM2, probability-weighted >= 3": ec.kappa_with_interval([e >= 3 for e in expected], truth, question),
     "mock judge >= 4": ec.kappa_with_interval([m >= 4 for m in mock_scores], truth, question),
 }
-scored_parsed = [i for i, p in enumerate(parsed) if p is not None]
-if len(scored_parsed) >= 2:
-    agreement[f"SmolLM2, parsed >= 4 ({len(scored_parsed)} scored)"] = ec.kappa_with_interval(
-        [parsed[i] >= 4 for i in scored_parsed], [truth[i] for i in scored_parsed],
-        [question[i] for i in scored_parsed])
 for name, a in agreement.items():
-    ci = "undefined" if a["ci95"] is None else f"[{a['ci95'][0]:+.3f}, {a['ci95'][1]:+.3f}]"
-    kappa = "undefined" if a["kappa"] is None else f"{a['kappa']:+.3f}"
-    print(f"{name:38s} kappa {kappa}, 95% CI {ci}, n {a['n']} in {a['groups']} questions")
+    if a["kappa"] is None:
+        print(f"{name:36s} kappa undefined: {a['reason'].replace('a passes', 'the judge passes')}")
+    else:
+        print(f"{name:36s} kappa {a['kappa']:+.3f}, 95% CI [{a['ci95'][0]:+.3f}, {a['ci95'][1]:+.3f}], "
+              f"n {a['n']} in {a['groups']} questions")
+print(f"highest probability-weighted score: {max(expected):.3f}")
+assert max(expected) < 3 and agreement["SmolLM2, probability-weighted >= 3"]["kappa"] is None
+
+# %% [markdown]
+# The parsed replies get a kappa too, but no interval. The judge scored only the items it chose to
+# answer, so those are no sample of the 80, and they fall in a handful of questions: a percentile
+# bootstrap over so few clusters does not keep its 95% promise.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+scored_parsed = [i for i, p in enumerate(parsed) if p is not None]
+parsed_agreement = ec.pass_fail_agreement([parsed[i] >= 4 for i in scored_parsed],
+                                          [truth[i] for i in scored_parsed])
+parsed_questions = len({question[i] for i in scored_parsed})
+kappa = "undefined" if parsed_agreement["kappa"] is None else f"{parsed_agreement['kappa']:+.3f}"
+print(f"SmolLM2, parsed >= 4: kappa {kappa} on the {len(scored_parsed)} items it scored, in "
+      f"{parsed_questions} questions; confusion[judge][label] {parsed_agreement['confusion']}")
+
+# %% [markdown]
+# A threshold throws information away, and here it threw away all of it. The **AUC** needs no
+# threshold: the chance that an answer labelled pass gets a higher score than one labelled fail (ties
+# count one half), 0.5 for a score that knows nothing and 1 for one that separates them perfectly.
+# `ec.auc_with_interval` gives it with the same interval over questions:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+separation = {"SmolLM2, probability-weighted": ec.auc_with_interval(expected, truth, question),
+              "mock judge": ec.auc_with_interval(mock_scores, truth, question)}
+for name, sep in separation.items():
+    print(f"{name:30s} AUC {sep['auc']:.3f}, 95% CI [{sep['ci95'][0]:.3f}, {sep['ci95'][1]:.3f}] "
+          f"(questions resampled)")
+assert separation["SmolLM2, probability-weighted"]["ci95"][0] < 0.5 < separation["SmolLM2, probability-weighted"]["ci95"][1]
 
 # %% [markdown]
 # ### Position bias: the same two answers, in both orders
@@ -563,19 +616,24 @@ plt.show()
 # %% [markdown]
 # ### Verbosity bias
 #
-# The filler of section 5, appended to every answer, scored by the probability-weighted reading (one
-# batch of requests, four in flight). The shift is paired per answer, and its interval again resamples
-# questions:
+# The two fillers of section 5, each appended to every answer, scored by the probability-weighted
+# reading (one batch of requests per filler, four in flight). The shifts are paired per answer, and
+# their intervals again resample questions. The neutral filler's shift is what length alone does; the
+# difference between the two is what the claim of care adds on top:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-padded_items = [(q, a + ec.VERBOSITY_FILLER, r) for q, a, r in items]
-padded_expected = [d["expected"] for d in prob_judge.scores(padded_items)]
-shift = [b - a for a, b in zip(expected, padded_expected)]
-lo, hi = ec.bootstrap_ci(shift, groups=question)
-print(f"mean shift with filler {statistics.mean(shift):+.4g}, 95% CI [{lo:+.4g}, {hi:+.4g}]; "
-      f"up {sum(s > 0 for s in shift)}, down {sum(s < 0 for s in shift)} of {len(shift)}")
-assert len(shift) == len(items)
+padding_shift = {}
+for name, filler in (("claims care", ec.VERBOSITY_FILLER), ("neutral", ec.NEUTRAL_FILLER)):
+    padded_scores = [d["expected"] for d in prob_judge.scores([(q, a + filler, r) for q, a, r in items])]
+    padding_shift[name] = [b - a for a, b in zip(expected, padded_scores)]
+claim, neutral = padding_shift["claims care"], padding_shift["neutral"]
+padding_shift["claim minus neutral"] = [c - n for c, n in zip(claim, neutral)]
+for name, shift in padding_shift.items():
+    lo, hi = ec.bootstrap_ci(shift, groups=question)
+    print(f"{name:20s} mean shift {statistics.mean(shift):+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}]; "
+          f"up {sum(x > 0 for x in shift)}, down {sum(x < 0 for x in shift)} of {len(shift)}")
+assert all(len(shift) == len(items) for shift in padding_shift.values())
 ec.close_served_source(source, ec.RECORDING_09_PATH)  # a live run records here when asked
 
 # %% [markdown]
@@ -584,26 +642,33 @@ ec.close_served_source(source, ec.RECORDING_09_PATH)  # a live run records here 
 # Measured on the recorded replies (live runs may differ in the last digits):
 #
 # - **Parsed reply.** SmolLM2 wrote a usable JSON score for 12 of 80 items: 68 unparseable, a failure
-#   rate of 0.85 (95% CI [0.756, 0.912]). Mostly it echoes the item's JSON back. Of the 12 it did score,
-#   it gave the answers labelled pass a mean of 1.0 and those labelled fail 3.4: kappa -0.54 (95% CI
-#   [-0.98, -0.11], 12 items in 8 questions), worse than chance on a sample too small and too
-#   self-selected (only the items it chose to score) to say more.
-# - **Probability-weighted (G-Eval).** Never unparseable, and 65-76% of the next token's probability is
-#   on the five digits. The served and in-process readings agree to 5e-6. But the score does not tell
-#   right from wrong: answers labelled pass average 2.647, those labelled fail 2.667, a difference of
-#   -0.020 (95% CI [-0.052, +0.015], questions resampled). No item reaches 3, so "pass at 3 or more"
-#   passes nothing and its kappa is 0 by construction: the threshold was fixed before looking, and a
-#   threshold chosen afterwards to make kappa look better would be fitting noise (lesson 06).
-# - **Against chance and the mock judge.** Chance is kappa 0. The mock judge is no better on these
-#   answers: kappa -0.094 (95% CI [-0.213, +0.044]). It rewards word overlap with the reference, so it
-#   passes "Lyon is the capital of France." and fails "It is Paris.": the course's right paraphrases and
-#   overlapping wrong answers are exactly what it cannot judge. Neither judge agrees with the labels.
+#   rate of 0.850 (95% CI [0.750, 0.938], questions resampled; a Wilson interval over the 80 answers
+#   would claim [0.756, 0.912]). Mostly it echoes the item's JSON back. Of the 12 it did score, it gave
+#   the answers labelled pass a mean of 1.0 and those labelled fail 3.4, a kappa of -0.538. That is
+#   12 items it chose to answer, in 8 questions: too few and too self-selected for an interval, or for
+#   any conclusion.
+# - **Probability-weighted (G-Eval's formula).** Never unparseable. Between 65% and 79% of the next
+#   token's probability is on the five digits (min 0.653, median 0.757, max 0.795). The served and
+#   in-process readings agree within the stated tolerance. But the score does not tell right from
+#   wrong: answers labelled pass average 2.647, those labelled fail 2.667, a difference of -0.020 (95%
+#   CI [-0.052, +0.015], questions resampled), and its AUC is 0.443 (95% CI [0.346, 0.546]), with
+#   chance, 0.5, inside. No item reaches 3 (the highest is 2.878), so "pass at 3 or more" passes
+#   nothing and kappa is undefined. The threshold was fixed before looking, and one chosen afterwards
+#   to make kappa look better would be fitting noise (lesson 06); the AUC needs no threshold at all.
+# - **Against chance and the mock judge.** The mock judge does no better on these answers: kappa
+#   -0.094 (95% CI [-0.213, +0.044]), AUC 0.587 (95% CI [0.480, 0.687]), both intervals holding
+#   chance. It rewards word overlap with the reference, so it passes "Lyon is the capital of France."
+#   and fails "It is Paris.": the course's right paraphrases and overlapping wrong answers are exactly
+#   what it cannot judge. Neither judge is shown to agree with the labels.
 # - **Position bias.** Asked which of two answers is better, SmolLM2 gives the first position a mean
 #   probability of 0.937 (95% CI [0.919, 0.954]; 0.5 is order-blind) and picks the first answer in both
 #   orders for all 20 pairs: its choice follows the position, never the content.
-# - **Verbosity bias.** One sentence of filler raises the probability-weighted score by +0.086 (95% CI
-#   [+0.072, +0.099]), for 77 of the 80 answers. Small on a 1-5 scale, but consistent: longer reads as
-#   better.
+# - **Verbosity bias.** The filler that claims care raises the probability-weighted score by +0.086
+#   (95% CI [+0.072, +0.099]), for 77 of the 80 answers. The neutral filler of the same length raises
+#   it by +0.040 (95% CI [+0.023, +0.056]), for 60 of them: that part is length alone. The claim of
+#   care adds +0.046 (95% CI [+0.040, +0.052]) on top, and raises the score of every one of the 80
+#   answers. Small on a 1-5 scale, but consistent: longer reads as better, and so does saying that the
+#   answer was made with care.
 #
 # A 135M-parameter judge is a poor judge, and these checks say how poor without trusting its verdicts.
 # Before trusting **any** judge, a model one hundred times larger included, check at least: how often its
@@ -669,18 +734,22 @@ finally:
 #   1.45. The report prints the value, its interval and the scored/total count side by side.
 # - The cache made the second run cost 0 requests (20 hits). The API key never reached a record, the
 #   JSON or a repr.
-# - Verbosity: padding moved the mock judge by -0.7 on average (it penalises filler, never rewards it).
+# - Verbosity: padding moved the mock judge by -0.7 on average (it penalises filler, never rewards it),
+#   the same with the filler that claims care and with the neutral one: it counts words, not claims.
 #   A judge biased on purpose moved by +1.3.
 # - Pass/fail agreement of the mock judge (score ≥ 4): kappa 1.0 with exact match, 0.2187 with
 #   F1 ≥ 0.5. The wordy judge agrees with it on pass/fail for all 20 answers but gives the same score
 #   to only 16.
 #
-# - A real judge, SmolLM2-135M-Instruct behind vLLM, on 80 answers with the course's labels: its reply
-#   was unparseable for 68 (0.85, 95% CI [0.756, 0.912]); its probability-weighted score did not
-#   separate right from wrong (-0.020, 95% CI [-0.052, +0.015]); it favoured the first position
-#   (P = 0.937, 95% CI [0.919, 0.954]; first in both orders for 20 of 20 pairs) and padding (+0.086,
-#   95% CI [+0.072, +0.099]). Its kappa with the labels is no better than chance, and neither is the
-#   mock judge's (-0.094, 95% CI [-0.213, +0.044]).
+# - A real judge, SmolLM2-135M-Instruct behind vLLM, on 80 answers with the course's labels, every
+#   interval resampling the 20 questions: its reply was unparseable for 68 (0.850, 95% CI [0.750,
+#   0.938]); its probability-weighted score did not separate right from wrong (pass minus fail
+#   -0.020, 95% CI [-0.052, +0.015]; AUC 0.443, 95% CI [0.346, 0.546]) and never reached 3, so its
+#   kappa at that threshold is undefined; it favoured the first position (P = 0.937, 95% CI [0.919,
+#   0.954]; first in both orders for 20 of 20 pairs) and padding: +0.086 (95% CI [+0.072, +0.099])
+#   with the filler that claims care, +0.040 (95% CI [+0.023, +0.056]) with the neutral one of the
+#   same length. The mock judge did no better on these labels: kappa -0.094 (95% CI [-0.213,
+#   +0.044]), AUC 0.587 (95% CI [0.480, 0.687]).
 #
 # **What it did not establish**
 #
@@ -690,6 +759,8 @@ finally:
 #   raters' judgements. Agreement with them measures agreement with that rule.
 # - That the judge is *right*: kappa measures agreement, and with a single pass on the judge's side,
 #   0.2187 against F1 rests on one answer in 20.
+# - Anything from SmolLM2's 12 parsed verdicts: their kappa, -0.538, is on items the judge chose to
+#   answer, in 8 questions, and has no usable interval.
 # - That the model got worse when three judgements failed: the 0.24 gap between 1.706 and 1.95 is
 #   exactly the effect of *which* items failed (the direct mean over the same 17 items is 1.706), which
 #   no interval can show, and overlapping intervals would not show it either.
@@ -709,39 +780,61 @@ finally:
 # in `patient_verdict`. The judge should have waited at least the second the server asked for:
 # `patient.waits[0] >= 1`. Stop the server when you are done, even if a step fails.
 #
-# *Hint:* `tests/test_http_judge.py` has a scripted `BaseHTTPRequestHandler`. Bind a
-# `ThreadingHTTPServer` to `("127.0.0.1", 0)`, run its `serve_forever` in a daemon thread, and read
-# the port from `server_port`. The judge's base URL ends in `/v1`.
+# The next cell gives you the parts this lesson has not taught. Python's `http.server` calls a
+# handler's `do_POST` once per POST request; the handler reads the request's body from `self.rfile`
+# and writes its answer to `self.wfile`. `JSONHandler` does the writing for you: `self.send_json(status,
+# body, headers)`. And `chat_reply(content)` is the smallest reply `HTTPJudge` accepts: it reads the
+# judge's text from `choices[0].message.content`, which must hold a JSON verdict like
+# `{"score": 4, "rationale": "..."}`. The cell prints that reply's shape.
+#
+# To run a server: `ThreadingHTTPServer(("127.0.0.1", 0), YourHandler)` binds a free port, which
+# `.server_port` tells you; run its `serve_forever` in a daemon `threading.Thread`; stop it with
+# `.shutdown()` and then `.server_close()`. The judge's base URL is `f"http://127.0.0.1:{port}/v1"`.
+# Inside the handler, `self.server` is that server object: a place to count requests.
 
 # %%
-# Exercise 1: store the HTTP judge that met a 429 in `patient` and its verdict in `patient_verdict`.
-### BEGIN SOLUTION
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class RateLimitedHandler(BaseHTTPRequestHandler):
-    # the first request gets HTTP 429 with Retry-After: 1, every later one a fixed verdict of 4
-    def log_message(self, *args):
+def chat_reply(content, model="limited"):
+    # a chat-completions reply: HTTPJudge reads choices[0]["message"]["content"]
+    message = {"role": "assistant", "content": content}
+    return {"object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+
+
+class JSONHandler(BaseHTTPRequestHandler):
+    # a skeleton: subclass it and write do_POST, which must read the request and send one answer
+    def log_message(self, *args):  # no access log in the notebook
         pass
 
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.hits += 1
-        if self.server.hits == 1:
-            status, headers, body = 429, {"Retry-After": "1"}, {"error": {"message": "slow down"}}
-        else:
-            content = json.dumps({"score": 4, "rationale": "a fixed verdict"})
-            status, headers = 200, {}
-            body = {"object": "chat.completion", "model": "limited", "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+    def send_json(self, status, body, headers=None):
         data = json.dumps(body).encode()
         self.send_response(status)
-        for name, value in {**headers, "Content-Type": "application/json",
+        for name, value in {**(headers or {}), "Content-Type": "application/json",
                             "Content-Length": str(len(data))}.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def read_request(self):  # the request's JSON body: HTTPJudge sends its messages here
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+
+print(json.dumps(chat_reply(json.dumps({"score": 4, "rationale": "a fixed verdict"})), indent=1))
+
+# %%
+# Exercise 1: store the HTTP judge that met a 429 in `patient` and its verdict in `patient_verdict`.
+### BEGIN SOLUTION
+class RateLimitedHandler(JSONHandler):
+    # the first request gets HTTP 429 with Retry-After: 1, every later one a fixed verdict of 4
+    def do_POST(self):
+        self.read_request()
+        self.server.hits += 1
+        if self.server.hits == 1:
+            return self.send_json(429, {"error": {"message": "slow down"}}, {"Retry-After": "1"})
+        self.send_json(200, chat_reply(json.dumps({"score": 4, "rationale": "a fixed verdict"})))
 
 
 limited = ThreadingHTTPServer(("127.0.0.1", 0), RateLimitedHandler)
