@@ -362,12 +362,14 @@ assert paired["reference in answer"]["broke"] == 0, "a more lenient rule took a 
 assert by_policy["reference in answer"].value >= by_policy["span after 'is'"].value
 assert policy_table.loc["whole answer", "vs whole answer"] == "-"  # no interval against itself
 assert paired["first sentence"]["rescued"] == paired["first sentence"]["broke"] == 0
+span_rescued = [r["reference"] for r in by_policy["span after 'is'"].per_example if r["score"]]
+assert span_rescued == ["Paris", "Tokyo", "Cairo", "Honey", "Mars"], span_rescued
 
 # %% [markdown]
 # The same 20 answers score anywhere from 0 to 0.70, by a choice made after generation. The first
 # sentence rescues nothing: SmolLM2's first sentences are whole sentences. The span after "is"
-# rescues the five "The capital of X is Y." answers (+0.25 [0.04, 0.47], McNemar p = 0.0625: on 20
-# examples, not even that is beyond doubt). Containment rescues 14 (p = 0.0001), and among what it
+# rescues five "X is Y." answers, three capitals ("The capital of Japan is Tokyo."), Mars and honey
+# (+0.25 [0.04, 0.47], McNemar p = 0.0625: on 20 examples, not even that is beyond doubt). Containment rescues 14 (p = 0.0001), and among what it
 # accepts are answers a reader would reject: "Owls are nocturnal animals, which means they are active
 # at night and hunt during the day" contains "at night"; "Mount Everest, also known as K2" contains
 # "Mount Everest". No policy breaks an answer the whole-answer rule accepted: there were none.
@@ -673,7 +675,9 @@ assert padded["up"] == 0, f"filler raised {padded['up']} of the mock judge's sco
 # - The mock judge punishes SmolLM2's verbosity rather than rewarding it.
 #
 # What this lesson did not establish: how SmolLM2 compares with other models on real benchmarks (20
-# easy questions say little), or what the 4-bit quantization costs.
+# easy questions say little), what the 4-bit quantization costs, whether the chosen answer policy
+# over-fitted (10 reserved questions cannot tell), or in which direction SmolLM2 is miscalibrated
+# (its over-confidence interval includes 0).
 
 # %% [markdown]
 # ## Exercises
