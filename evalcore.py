@@ -55,8 +55,10 @@ Lesson 12 · Beyond English  (notebooks/12_beyond_english.ipynb)
     load_beyond_english, segment_mixed
 Lesson 13 · A real instruct model  (notebooks/13_real_instruct_model.ipynb)
     check_smollm2_gguf, smollm2_folder, load_smollm2, prompt_variant, Replay, record_13,
-    load_recording_13, replay, first_sentence, span_after_is, reference_in_answer,
-    answer_policy_eval
+    load_recording_13, replay, StaleRecording, live_vs_recorded_logliks, answer_margins,
+    live_vs_recorded_answers, first_sentence, span_after_is, reference_in_answer,
+    answer_policy_eval, halves, newcombe_unpaired_interval, fisher_exact_p, unpaired_difference,
+    last_word_problem, template_share_problem, reserved_lenient_problem
 Lesson 14 · A served model  (notebooks/14_served_model.ipynb)
     echoed_prompt_logprobs, load_served, token_logprobs_local, served_sanity_check,
     smollm2_server, load_served_recording, served_source, close_served_source; the model
@@ -180,8 +182,12 @@ __all__ = [
     "SMOLLM2_PACKAGE", "SMOLLM2_VERSION", "SMOLLM2_FILE", "SMOLLM2_SHA256", "SMOLLM2_NAME",
     "SMOLLM2_GGUF", "check_smollm2_gguf", "smollm2_folder", "load_smollm2", "FEW_WORDS",
     "prompt_variant", "RECORDING_13_PATH", "RECORD_13_VARIANTS", "Replay", "record_13",
-    "load_recording_13", "replay", "first_sentence", "span_after_is", "reference_in_answer",
-    "ANSWER_POLICIES", "answer_policy_eval",
+    "load_recording_13", "replay", "RECORDING_13_LOGLIK_TOLERANCE",
+    "RECORDING_13_MARGIN_TOLERANCE", "RECORD_13_COMMAND", "StaleRecording",
+    "live_vs_recorded_logliks", "answer_margins", "live_vs_recorded_answers", "first_sentence",
+    "span_after_is", "reference_in_answer", "ANSWER_POLICIES", "answer_policy_eval", "halves",
+    "newcombe_unpaired_interval", "fisher_exact_p", "unpaired_difference", "last_word_problem",
+    "template_share_problem", "reserved_lenient_problem",
     # Lesson 14 · A served model
     "SERVED_IN_FLIGHT", "echoed_prompt_logprobs", "load_served", "token_logprobs_local",
     "SANITY_TOLERANCE", "served_sanity_check", "SERVED_SMOLLM2", "SERVED_MAX_MODEL_LEN",
@@ -5203,6 +5209,206 @@ def replay(rec, variant):
     )
 
 
+# Live against recorded. A live model and its recording agree only as far as float32 allows: a
+# CPU's kernels and the thread count change sums in their last bits. Each tolerance is about ten
+# times the largest gap measured on this machine (AVX512) under ATEN_CPU_CAPABILITY=default, avx2
+# and native (also with MKL and oneDNN capped at AVX2 or SSE4), at 1 and 2 threads, over the 80
+# choice log-likelihoods and the 3,217 tokens of the 100 recorded answers:
+RECORDING_13_LOGLIK_TOLERANCE = 6e-4  # nats; measured: 5.3e-5 (4.4e-5 against the recording)
+RECORDING_13_MARGIN_TOLERANCE = 7e-4  # logits, a top-1/top-2 gap; measured: 6.5e-5
+
+
+RECORD_13_COMMAND = "python evalcore.py record-13"
+
+
+class StaleRecording(UserWarning):
+    """A live model disagrees with data/recording_13.json beyond the measured spread: the lesson
+    goes on with the recording, and the warning says what differs and how to re-record.
+
+    Lesson 13."""
+
+
+def _stale(what):
+    """What a stale recording's message says: what differs and by how much, then what to do."""
+    return (
+        f"STALE RECORDING: {what}. Re-record with `{RECORD_13_COMMAND}`, then re-execute the "
+        "lesson; until then it goes on with the recording, whose numbers it teaches."
+    )
+
+
+def live_vs_recorded_logliks(model, tok, rec, n_items, tolerance=RECORDING_13_LOGLIK_TOLERANCE):
+    """The first n_items multiple-choice items scored live against rec["choice_logliks"]: the
+    largest gap in nats, the choices beyond tolerance, and a message (warned when stale).
+
+    Lesson 13."""
+    recorded = rec["choice_logliks"]
+    _check_number("n_items", n_items, 1, len(recorded), integer=True)
+    items = multiple_choice_items()[:n_items]
+    live = choice_logliks(model, tok, items)
+    gaps = [
+        (abs(a - b) if math.isfinite(a - b) else math.inf, i, j, a, b)  # NaN differs too
+        for i, (row_a, row_b) in enumerate(zip(live, recorded))
+        for j, (a, b) in enumerate(zip(row_a, row_b))
+    ]
+    largest = max(gaps)
+    differs = [g for g in gaps if g[0] > tolerance]
+    n = len(gaps)
+    if differs:
+        gap, i, j, a, b = largest
+        message = _stale(
+            f"{len(differs)} of {n} choice log-likelihoods differ from the recording by more "
+            f"than {tolerance:.0e} nats; the largest, item {i + 1}'s choice "
+            f"{items[i]['choices'][j]!r}: live {a:.6f}, recorded {b:.6f} ({gap:.2g} nats apart)"
+        )
+        warnings.warn(message, StaleRecording, stacklevel=2)
+    else:
+        message = (
+            f"the live log-likelihoods of {n_items} items ({n} choices) equal the recording "
+            f"within {tolerance:.0e} nats"
+        )
+    return {
+        "live": live,
+        "largest_gap": largest[0],
+        "tolerance": tolerance,
+        "differs": [
+            {"item": i, "choice": j, "live": a, "recorded": b} for _, i, j, a, b in differs
+        ],
+        "message": message,
+    }
+
+
+@torch.no_grad()
+def answer_margins(model, tok, instruction, answer_ids, max_new_tokens):
+    """Teacher-forced, one forward over prompt + answer: at each token greedy decoding chose (the
+    answer's, then the stop unless it ran to max_new_tokens), the top-1 minus top-2 logit.
+
+    Lesson 13."""
+    prompt = tok.encode_prompt(instruction)
+    ids = torch.tensor([prompt + list(answer_ids)])
+    logits = model_logits(model, ids)[0, len(prompt) - 1 :].double()  # (len(answer) + 1, V)
+    chosen = len(answer_ids) + (len(answer_ids) < max_new_tokens)
+    top2 = logits[:chosen].topk(2, dim=-1).values  # (chosen, 2)
+    return (top2[:, 0] - top2[:, 1]).tolist()
+
+
+def _first_difference(tok, live_ids, recorded):
+    """The index of the first live token whose text leaves the recorded answer (len(live_ids)
+    when the live answer stops where the recording goes on), or None when they are equal."""
+    if tok.decode_answer(live_ids) == recorded:
+        return None
+    for t in range(len(live_ids)):
+        text = tok.decode_answer(live_ids[: t + 1])
+        if text.endswith("\ufffd") and "\ufffd" not in recorded:
+            continue  # a character cut between two tokens: the next token completes it
+        if not recorded.startswith(text):
+            return t
+    return len(live_ids)
+
+
+@torch.no_grad()
+def _preference(model, tok, instruction, live_ids, t, recorded, first=1024):
+    """How many logits the live model's token t is above the best token that would continue the
+    recorded answer there (the stop token where the recording ends); inf when none of its first
+    choices would."""
+    ids = torch.tensor([tok.encode_prompt(instruction) + list(live_ids[:t])])
+    logits = model_logits(model, ids)[0, -1].double()  # (V,)
+    raw, shared = tok._prefix() + recorded, tok.decode(live_ids[:t])  # as generated, prefix kept
+    rest = raw[len(shared) :] if raw.startswith(shared) else None
+    if rest == "":
+        return float(logits.max() - logits[sorted(tok.stop_ids)].max())
+    top = logits.topk(min(first, logits.shape[0]))  # decoding all 49,152 tokens takes seconds
+    texts = tok.hf.batch_decode(top.indices[:, None].tolist()) if rest else []
+    best = next((v for v, text in zip(top.values, texts) if text and rest.startswith(text)), None)
+    return math.inf if best is None else float(logits.max() - best)
+
+
+def _floor_1(x):
+    """x rounded down to one significant digit, so that "at least" stays true when printed."""
+    if x <= 0:
+        return x
+    unit = 10 ** math.floor(math.log10(x))
+    return math.floor(x / unit) * unit
+
+
+def live_vs_recorded_answers(
+    model, tok, rec, variant, instructions, tolerance=RECORDING_13_MARGIN_TOLERANCE, live_ids=None
+):
+    """Greedy answers regenerated live against one recorded variant. Where a live answer leaves
+    the recording, how far the live token's logit is above the recorded one's tells a near tie
+    (within tolerance: another CPU's rounding breaks it either way) from a stale recording
+    (warned); the smallest top-1/top-2 gap over the tokens they share says how far those are from
+    a tie. The live answers and a message. live_ids: their token ids, when already generated.
+
+    Lesson 13."""
+    answers, max_new = replay(rec, variant).answers, rec["decoding"]["max_new_tokens"]
+    vtok = prompt_variant(tok, *RECORD_13_VARIANTS[variant][:2])
+    if live_ids is None:
+        live_ids = _generate_hf_ids(model, vtok, instructions, max_new)
+    found = {"live": [], "tolerance": tolerance, "equal": 0, "near_ties": [], "stale": []}
+    shared = []  # the top-1/top-2 gap at every token the live answers share with the recording
+    for q, ids in zip(instructions, live_ids, strict=True):
+        found["live"].append(vtok.decode_answer(ids))
+        margins = answer_margins(model, vtok, q, ids, max_new)
+        t = _first_difference(vtok, ids, answers[q])
+        shared += margins if t is None else margins[:t]
+        if t is None:
+            found["equal"] += 1
+            continue
+        gap = _preference(model, vtok, q, ids, t, answers[q])
+        found["near_ties" if gap <= tolerance else "stale"].append(
+            {
+                "instruction": q,
+                "token": t,
+                "gap": gap,
+                "live": found["live"][-1],
+                "recorded": answers[q],
+            }
+        )
+    found["smallest_margin"] = min(shared, default=math.inf)
+    found["close_calls"] = sum(m <= tolerance for m in shared)
+    found["message"] = _answers_message(found, len(instructions))
+    if found["stale"]:
+        warnings.warn(found["message"], StaleRecording, stacklevel=2)
+    return found
+
+
+def _above(gap):
+    if math.isinf(gap):
+        return "above every first choice that would continue the recorded answer"
+    return f"{gap:.2g} logits above the recorded one"
+
+
+def _answers_message(found, n):
+    tol = found["tolerance"]
+    parts = [f"{found['equal']} of {n} live answers equal the recording"]
+    parts += [
+        f"the answer to {d['instruction']!r} leaves it at token {d['token'] + 1}, where the live "
+        f"token is {_above(d['gap'])}: a near tie (within {tol:.0e}) "
+        "that another CPU's rounding can break either way"
+        for d in found["near_ties"]
+    ]
+    if found["close_calls"]:
+        parts.append(
+            f"{found['close_calls']} of the tokens they share are near ties (within {tol:.0e}) "
+            "that another CPU may break"
+        )
+    elif math.isfinite(found["smallest_margin"]):
+        parts.append(
+            "every token they share is the model's first choice by at least "
+            f"{_floor_1(found['smallest_margin']):.1g} logits"
+        )
+    text = "; ".join(parts)
+    if found["stale"]:
+        d = found["stale"][0]
+        text += ". " + _stale(
+            f"{len(found['stale'])} live answers leave the recording where the model is not "
+            f"near a tie; the first, to {d['instruction']!r}, at token {d['token'] + 1} (the live "
+            f"token {_above(d['gap'])}, beyond {tol:.0e}): recorded "
+            f"{d['recorded'][:60]!r}, live {d['live'][:60]!r}"
+        )
+    return text
+
+
 # Answer-extraction policies: what part of a long answer exact match compares. Each is fixed
 # before the reserved cases are seen (lesson 06), and named in the result's extras.
 def first_sentence(text):
@@ -5263,6 +5469,197 @@ def answer_policy_eval(result, policy):
     extras["answer_policy"] = policy
     value = _mean(r["score"] for r in _scored(records))
     return with_interval(EvalResult("exact_match", value, records, extras))
+
+
+# Development and reserved halves of one fixture: items of the same kind on both sides, so a drop
+# from one to the other measures the policy's fit, not a change of task. The two halves hold
+# different questions, so their difference is unpaired.
+def halves(pairs, seed=SEED):
+    """(development, reserved): the pairs split at random into two halves (development gets the
+    smaller one when their number is odd), by a fixed seed, in the fixture's order.
+
+    Lesson 13."""
+    if not isinstance(pairs, (list, tuple)) or len(pairs) < 2:
+        raise ValueError(f"pairs must be a list of at least 2 items, got {pairs!r}")
+    rng = _seeded_rng(seed, "halves", len(pairs))
+    development = set(rng.sample(range(len(pairs)), len(pairs) // 2))
+    return (
+        [p for i, p in enumerate(pairs) if i in development],
+        [p for i, p in enumerate(pairs) if i not in development],
+    )
+
+
+def newcombe_unpaired_interval(k1, n1, k2, n2, z=None):
+    """Newcombe's (1998) hybrid score interval, his method 10, for p1 - p2 = k1/n1 - k2/n2 from
+    two independent samples: the Wilson intervals of the two proportions combined. (low, high).
+
+    Lesson 13."""
+    _check_number("n1", n1, 1, integer=True)
+    _check_number("n2", n2, 1, integer=True)
+    _check_number("k1", k1, 0, n1, integer=True)
+    _check_number("k2", k2, 0, n2, integer=True)
+    z = Z95 if z is None else _check_number("z", z, 0, open_low=True)
+    p1, p2 = k1 / n1, k2 / n2
+    (l1, u1), (l2, u2) = wilson_interval(k1, n1, z), wilson_interval(k2, n2, z)
+    below = math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    above = math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, p1 - p2 - below), min(1.0, p1 - p2 + above)
+
+
+def fisher_exact_p(k1, n1, k2, n2):
+    """Fisher's exact two-sided p for k1 of n1 against k2 of n2: the probability, with both
+    margins fixed, of every table no more likely than the one observed.
+
+    Lesson 13."""
+    _check_number("n1", n1, 1, integer=True)
+    _check_number("n2", n2, 1, integer=True)
+    _check_number("k1", k1, 0, n1, integer=True)
+    _check_number("k2", k2, 0, n2, integer=True)
+    k = k1 + k2
+
+    def prob(x):  # hypergeometric: x of the k successes fall in the first sample
+        return math.comb(n1, x) * math.comb(n2, k - x) / math.comb(n1 + n2, k)
+
+    observed = prob(k1)
+    tables = range(max(0, k - n2), min(k, n1) + 1)
+    # as scipy.stats.fisher_exact: ties within a relative 1e-7 count as no more likely
+    return min(1.0, math.fsum(p for p in map(prob, tables) if p <= observed * (1 + 1e-7)))
+
+
+def unpaired_difference(result_a, result_b):
+    """b's value minus a's for two 0/1 results on different examples (two halves of a fixture):
+    diff, ci95 (Newcombe's unpaired interval), ci_method, Fisher's exact p and each n.
+
+    Lesson 13."""
+    counts = []
+    for name, result in (("result_a", result_a), ("result_b", result_b)):
+        scores = [r["score"] for r in _scored(result.per_example)]
+        if not scores or any(s not in (0, 1) for s in scores):
+            raise ValueError(f"{name} must hold 0/1 scores, got {scores[:5]!r}")
+        counts.append((int(sum(scores)), len(scores)))
+    keys_a = {_example_key(r) for r in result_a.per_example}
+    shared = keys_a & {_example_key(r) for r in result_b.per_example}
+    if shared:
+        raise ValueError(f"the results share {len(shared)} examples: pair them instead")
+    (ka, na), (kb, nb) = counts
+    return {
+        "diff": kb / nb - ka / na,
+        "ci95": list(newcombe_unpaired_interval(kb, nb, ka, na)),
+        "ci_method": "Newcombe unpaired score interval (Newcombe 1998, method 10)",
+        "p_fisher": fisher_exact_p(kb, nb, ka, na),
+        "n": [na, nb],
+    }
+
+
+# The exercises' checks: each returns None when the work is right, else what is wrong, without
+# the answer (the check cell asserts it is None and prints it otherwise).
+_LAST_WORD_CASES = {
+    "It is Tokyo. Big.": "Tokyo.",
+    "Mars": "Mars",
+    "": "",
+    "The answer is 8 legs!": "legs!",
+}
+
+
+def _last_word(text):
+    words = first_sentence(text).split()
+    return words[-1] if words else ""
+
+
+def _close_13(a, b):
+    return _is_real(a) and math.isfinite(a) and abs(a - b) < 1e-9
+
+
+def last_word_problem(last_word, em_last_word, em):
+    """Exercise 1's check: None when last_word gives the last word of a text's first sentence
+    and em_last_word is the mean exact match of em's answers under it, else what is wrong.
+
+    Lesson 13."""
+    if not callable(last_word):
+        return f"last_word must be a function, got {type(last_word).__name__}"
+    texts = list(_LAST_WORD_CASES) + [r["prediction"] for r in em.per_example]
+    for text in texts:
+        try:
+            got = last_word(text)
+        except Exception as e:  # a student's function: report whatever it raised
+            return f"last_word({text[:50]!r}) raised {type(e).__name__}: {e}"
+        if got != _last_word(text):
+            words = text.split()
+            hint = (
+                "the last word of the whole text, not of its first sentence"
+                if words and got == words[-1]
+                else "not the last whitespace-separated word of the first sentence"
+            )
+            return f"last_word({text[:50]!r}) returned {got!r}: {hint}"
+    scores = [exact_match(_last_word(r["prediction"]), r["reference"]) for r in em.per_example]
+    if not _is_real(em_last_word):
+        return f"em_last_word must be a number, got {em_last_word!r}"
+    if _close_13(em_last_word, sum(scores)) and sum(scores) != _mean(scores):
+        return "em_last_word is a count of answers: store the mean over the 20"
+    if not _close_13(em_last_word, _mean(scores)):
+        return (
+            f"em_last_word is {em_last_word!r}: not the mean exact match of em's answers under "
+            "last_word"
+        )
+    return None
+
+
+def template_share_problem(template_share, tok, instructions):
+    """Exercise 2's check: None when template_share is the share of all the instructions' prompt
+    tokens that the prompt format adds, else what is wrong.
+
+    Lesson 13."""
+    if not _in_range(template_share, 0, 1):
+        return f"template_share must be a number between 0 and 1, got {template_share!r}"
+    prompt = [len(tok.encode_prompt(q)) for q in instructions]
+    own = [len(tok.encode(q)) for q in instructions]
+    added = sum(prompt) - sum(own)
+    if _close_13(template_share, added / sum(prompt)):
+        return None
+    if _close_13(template_share, sum(own) / sum(prompt)):
+        return (
+            "template_share is the questions' own share of the prompts: the template's is the rest"
+        )
+    if _close_13(template_share, _mean((p - o) / p for p, o in zip(prompt, own))):
+        return "template_share is a mean of the 20 prompts' shares: count all their tokens together"
+    return (
+        "template_share is not the template's share of all prompt tokens: count the prompts with "
+        "smol_tok.encode_prompt and the questions alone with smol_tok.encode"
+    )
+
+
+def reserved_lenient_problem(reserved_lenient, lenient_drop, development, reserved):
+    """Exercise 3's check: None when reserved_lenient is the reserved half's exact match under
+    "reference in answer" and lenient_drop the development half's minus it, else what is wrong.
+
+    Lesson 13."""
+    lenient = "reference in answer"
+    value = {p: answer_policy_eval(reserved, p).value for p in ANSWER_POLICIES}
+    dev = answer_policy_eval(development, lenient).value
+    if not _is_real(reserved_lenient):
+        return f"reserved_lenient must be a number, got {reserved_lenient!r}"
+    if not _close_13(reserved_lenient, value[lenient]):
+        if _close_13(reserved_lenient, dev):
+            return "reserved_lenient is the development half's score: score the reserved half"
+        others = [
+            p for p in ANSWER_POLICIES if p != lenient and _close_13(reserved_lenient, value[p])
+        ]
+        if others:
+            return (
+                f"reserved_lenient is the reserved half under {others[0]!r}: re-score it under "
+                f"{lenient!r}"
+            )
+        return f"reserved_lenient is not the reserved half's exact match under {lenient!r}"
+    if not _is_real(lenient_drop):
+        return f"lenient_drop must be a number, got {lenient_drop!r}"
+    if _close_13(lenient_drop, value[lenient] - dev) and dev != value[lenient]:
+        return "lenient_drop has the wrong sign: development minus reserved"
+    if not _close_13(lenient_drop, dev - value[lenient]):
+        return (
+            f"lenient_drop is not the development half's exact match under {lenient!r} minus "
+            "reserved_lenient"
+        )
+    return None
 
 
 # =================================================================================================

@@ -24,18 +24,21 @@
 #
 # - what the model is, what its 4-bit copy may cost, and what its **chat template** adds to every
 #   prompt (a system prompt: more tokens than most questions);
-# - the four core evals on SmolLM2 beside TinyGPT and the BPE GPT-2, each with its interval;
+# - how a **recording** of the model is checked against the live model, when another CPU rounds
+#   differently (a near tie, or a stale recording);
+# - the four core evals on SmolLM2 beside TinyGPT and the BPE GPT-2, each with its interval, and
+#   compared with TinyGPT's on the same questions (paired);
 # - why **exact match is 0** while most answers are right, and four **answer-extraction policies**
 #   (`ec.ANSWER_POLICIES`): what each forgives, what it wrongly accepts ("not Paris" is not Paris),
-#   how far apart they are on paired examples, and why the policy is fixed before the reserved cases
-#   are seen (lesson 06);
+#   how far apart they are on paired examples, and why the policy is fixed on a development half
+#   before the reserved half is scored (lesson 06);
 # - **prompt sensitivity**: the same questions without the chat template, and with "Answer in a few
 #   words.", and why a reported score must name its prompt;
 # - multiple choice on a real model: **acc**, **acc_norm** and its **calibration** against the
 #   noise floor of lesson 07;
 # - whether the mock judge rewards SmolLM2's **verbosity**.
 #
-# **Time needed:** about 55 minutes.
+# **Time needed:** about 70 minutes.
 #
 # **Builds on:** lessons 01–04 (the four core evals), 06 (a protocol fixed before the reserved cases),
 # 07 (multiple choice, ECE and its noise floor), 09 (a judge's verbosity) and 11 (`ec.load_hf`,
@@ -49,7 +52,7 @@
 # 15 s; a few seconds afterwards). Generating every answer in this lesson takes minutes on one
 # thread, so the answers were **recorded** once (`python evalcore.py record-13`) in
 # `data/recording_13.json`, which `ec.load_recording_13()` checks against the same SHA-256; a few are
-# regenerated live below and must match. Losses are computed live.
+# regenerated live below and compared with it. Losses are computed live.
 
 # %%
 import math
@@ -157,15 +160,38 @@ assert budget["format_tokens"][0] > max(len(smol_tok.encode(q)) for q, _ in fx["
 # Perplexity is computed live (a forward pass over 20 texts). Exact match, token F1 and the mock
 # judge score SmolLM2's recorded answers: `ec.replay(rec, "chat")` stands in for the model in
 # `ec.generate`, and refuses any prompt format or `max_new_tokens` other than the recorded ones.
-# First, the recording must be what the model says now. Three answers, regenerated live:
+# First, the recording must be what the model says now. Three answers, regenerated live and compared
+# with it (`ec.live_vs_recorded_answers`), with the gap between the model's first and second choice
+# at every token (one teacher-forced forward over prompt + answer, `ec.answer_margins`):
 
 # %%
+# NBVAL_CHECK_OUTPUT
 chat = ec.replay(rec, "chat")
 check = [q for q, _ in fx["em"][:3]]
-live = ec.generate(smol, smol_tok, check, max_new_tokens=rec["decoding"]["max_new_tokens"])
-for q, answer in zip(check, live):
+answers_check = ec.live_vs_recorded_answers(smol, smol_tok, rec, "chat", check)
+for q, answer in zip(check, answers_check["live"]):
     print(f"{q!r:40} -> {answer!r}")
-assert live == ec.generate(chat, smol_tok, check, max_new_tokens=48), "the recording is stale"
+print(answers_check["message"])
+
+# %% [markdown]
+# Greedy decoding takes the top token, and another CPU computes every logit a little differently
+# (its kernels change float32 sums in their last bits), so a recorded answer could flip where two
+# tokens are nearly tied. Where a live answer leaves the recording, the check reads how far the live
+# token's logit is above the recorded one's there: within `ec.RECORDING_13_MARGIN_TOLERANCE` (7e-4
+# logits, about ten times the largest spread measured) it is a near tie that rounding can break
+# either way; beyond it the recording is stale, and the check says which answer, where and by how
+# much, and the command that re-records it (`python evalcore.py record-13`), with a warning. The
+# lesson then goes on with the recording, whose numbers it teaches.
+#
+# Measured over all 100 recorded answers (3,217 tokens) under `ATEN_CPU_CAPABILITY=default`, `avx2`
+# and this machine's native AVX512 kernels: every recorded token is still the model's first choice
+# (one teacher-forced forward per answer, at 1 and 2 threads), and greedy decoding gives all 100
+# answers again (1 thread). The closest call is in the whale answer: after "The majestic and
+# majestic whale is a", " creature" is only 1.2e-4 logits above " majestic", about twice the most
+# that a kernel choice, a thread count or batched decoding moved such a gap (6.5e-5 logits). No flip
+# here, but a CPU that rounds otherwise could break that tie, and the check would call it a near
+# tie, not a stale recording. The three answers above are far from any tie: at least 0.08 logits,
+# more than a thousand times that spread.
 
 # %% tags=["live"]
 # The four core evals on each model (SmolLM2's generations replayed); defines: results, show
@@ -218,9 +244,32 @@ assert results["SmolLM2"][0].extras["bits_per_byte"] < results["BPE GPT-2"][0].e
 # The language model is far better: SmolLM2 needs 1.04 bits per byte of the held-out texts, less
 # than half of either course model's (perplexity per token cannot be compared across tokenizers,
 # lesson 11; bits per byte can). The generation scores say the opposite: exact match 0 of 20
-# (interval [0, 0.16]), token F1 0.198 and the judge 1.5 of 5, both below TinyGPT's. The intervals
-# are wide (20 examples), but exact match at 0 against TinyGPT's 0.30 [0.15, 0.52] is not noise. The
-# next section reads the answers.
+# (interval [0, 0.16]), token F1 0.198 and the judge 1.5 of 5, all lower than TinyGPT's. Are they
+# lower beyond noise? The two intervals of exact match overlap, but that is the wrong test: both
+# models answered the same 20 questions, so the comparison is paired (`ec.paired_difference`, Part 0:
+# Newcombe's paired interval and McNemar's exact test for 0/1 scores, a paired bootstrap otherwise):
+
+# %%
+# NBVAL_CHECK_OUTPUT
+vs_tiny = {n: ec.paired_difference(tiny_res[n], smol_res[n]) for n in ("exact_match", "token_f1", "judge")}
+for n, d in vs_tiny.items():
+    print(f"{n:12} SmolLM2 minus TinyGPT {d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]"
+          f"  ({d['ci_method']})")
+em_vs_tiny = vs_tiny["exact_match"]
+print(f"exact match: right for TinyGPT only on {em_vs_tiny['broke']} questions, for SmolLM2 only on "
+      f"{em_vs_tiny['rescued']}; McNemar exact p = {em_vs_tiny['p_mcnemar']:.3f}")
+assert (em_vs_tiny["broke"], em_vs_tiny["rescued"]) == (6, 0), \
+    f"expected 6 discordant pairs, all TinyGPT's; got {em_vs_tiny['broke']} and {em_vs_tiny['rescued']}"
+assert em_vs_tiny["p_mcnemar"] == ec.mcnemar_exact(6, 0) == 2 / 2**6 and em_vs_tiny["ci95"][1] < 0
+assert all(vs_tiny[n]["ci95"][0] < 0 < vs_tiny[n]["ci95"][1] for n in ("token_f1", "judge"))
+
+# %% [markdown]
+# On exact match the 6 discordant questions all go one way: TinyGPT (trained on these facts; its
+# training text holds all 20 reference answers, lesson 15) answers them exactly and SmolLM2 does
+# not, never the other way round. Under no difference each of the 6 would go either way with
+# probability 1/2, so all 6 one way has p = 2/2⁶ = 0.031, and the paired interval, −0.30 [−0.52,
+# −0.08], excludes 0. The token F1 and judge gaps are within noise on 20 paired questions. The next
+# section reads the answers.
 #
 # ## 3. Why exact match is 0
 #
@@ -283,10 +332,12 @@ paired = {p: ec.paired_difference(by_policy["whole answer"], r) for p, r in by_p
 # NBVAL_CHECK_OUTPUT
 policy_table = pd.DataFrame({
     "EM": [show(r) for r in by_policy.values()],
-    "vs whole answer": [f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]"
-                        if d["ci95"] else "0" for d in paired.values()],
-    "rescued": [d["rescued"] for d in paired.values()],
-    "McNemar p": [f"{d['p_mcnemar']:.3g}" for d in paired.values()]}, index=list(by_policy))
+    "vs whole answer": ["-" if p == "whole answer" else  # itself: nothing to compare
+                        f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]"
+                        for p, d in paired.items()],
+    "rescued": ["-" if p == "whole answer" else d["rescued"] for p, d in paired.items()],
+    "McNemar p": ["-" if p == "whole answer" else f"{d['p_mcnemar']:.3g}"
+                  for p, d in paired.items()]}, index=list(by_policy))
 print(policy_table.to_string())
 print({p: r.extras["answer_policy"] for p, r in by_policy.items()} == {p: p for p in by_policy})
 
@@ -309,12 +360,16 @@ for a in accepted_wrongly:
     print(repr(a[:110]))
 assert paired["reference in answer"]["broke"] == 0, "a more lenient rule took a point away"
 assert by_policy["reference in answer"].value >= by_policy["span after 'is'"].value
+assert policy_table.loc["whole answer", "vs whole answer"] == "-"  # no interval against itself
+assert paired["first sentence"]["rescued"] == paired["first sentence"]["broke"] == 0
+span_rescued = [r["reference"] for r in by_policy["span after 'is'"].per_example if r["score"]]
+assert span_rescued == ["Paris", "Tokyo", "Cairo", "Honey", "Mars"], span_rescued
 
 # %% [markdown]
 # The same 20 answers score anywhere from 0 to 0.70, by a choice made after generation. The first
 # sentence rescues nothing: SmolLM2's first sentences are whole sentences. The span after "is"
-# rescues the five "The capital of X is Y." answers (+0.25 [0.04, 0.47], McNemar p = 0.0625: on 20
-# examples, not even that is beyond doubt). Containment rescues 14 (p = 0.0001), and among what it
+# rescues five "X is Y." answers, three capitals ("The capital of Japan is Tokyo."), Mars and honey
+# (+0.25 [0.04, 0.47], McNemar p = 0.0625: on 20 examples, not even that is beyond doubt). Containment rescues 14 (p = 0.0001), and among what it
 # accepts are answers a reader would reject: "Owls are nocturnal animals, which means they are active
 # at night and hunt during the day" contains "at night"; "Mount Everest, also known as K2" contains
 # "Mount Everest". No policy breaks an answer the whole-answer rule accepted: there were none.
@@ -322,24 +377,50 @@ assert by_policy["reference in answer"].value >= by_policy["span after 'is'"].va
 # This is where lesson 06's protocol matters. Seeing these numbers, one would pick the policy that
 # scores highest, on the very examples that are then reported: an in-sample choice. The honest
 # order is: fix the policy (and write it in the result: `extras["answer_policy"]`) on development
-# examples, then score the reserved ones once. Here the 20 exact-match questions play development
-# and the 20 token-F1 questions, never looked at, play reserved:
+# examples, then score the reserved ones once. The reserved examples must be of the same kind as the
+# development ones, or a drop between them measures a change of task rather than the fit. So
+# `ec.halves` splits the 20 exact-match questions at random, by the course's fixed seed, into 10 for
+# development and 10 reserved, and the rule that picks the policy is fixed before either is scored:
+# the best on development among the policies that refuse both wrongly accepted hand-made answers
+# above ("not Paris" and "Paris or Rome"):
 
 # %%
 # NBVAL_CHECK_OUTPUT
-chosen = "span after 'is'"  # picked on the development set: strict, and rescues the "X is Y" answers
-reserved = ec.exact_match_eval(chat, smol_tok, fx["f1"])  # the F1 questions, scored by exact match
-reserved_policy = ec.answer_policy_eval(reserved, chosen)
-print(f"development EM under {chosen!r}: {show(by_policy[chosen])}")
-print(f"reserved EM, whole answer     : {show(reserved)}")
-print(f"reserved EM under {chosen!r}   : {show(reserved_policy)}")
-assert reserved_policy.extras["answer_policy"] == chosen
-assert reserved_policy.value < by_policy[chosen].value  # worth less on examples it was not fitted on
+development, reserved_pairs = ec.halves(fx["em"])  # 10 and 10 exact-match questions
+dev_em = ec.exact_match_eval(chat, smol_tok, development)
+reserved_em = ec.exact_match_eval(chat, smol_tok, reserved_pairs)
+dev_by_policy = {p: ec.answer_policy_eval(dev_em, p) for p in ec.ANSWER_POLICIES}
+strict = [p for p in ec.ANSWER_POLICIES
+          if not verdicts.loc[["The answer is not Paris.", "Paris or Rome"], p].any()]
+chosen = max(strict, key=lambda p: dev_by_policy[p].value)  # on development alone
+reserved_policy = ec.answer_policy_eval(reserved_em, chosen)
+gap = ec.unpaired_difference(dev_by_policy[chosen], reserved_policy)
+print(f"strict policies: {strict}; chosen on development: {chosen!r}")
+print(f"development EM under it: {show(dev_by_policy[chosen])}")
+print(f"reserved EM under it   : {show(reserved_policy)}")
+print(f"reserved minus development: {gap['diff']:+.2f} [{gap['ci95'][0]:+.2f}, {gap['ci95'][1]:+.2f}]"
+      f" ({gap['ci_method']}); Fisher's exact p = {gap['p_fisher']:.2f}")
+
+# %%
+dev_q, reserved_q = [q for q, _ in development], [q for q, _ in reserved_pairs]
+assert len(dev_q) == len(reserved_q) == 10 and set(dev_q).isdisjoint(reserved_q)
+assert sorted(dev_q + reserved_q) == sorted(q for q, _ in fx["em"])  # one kind of question
+assert reserved_policy.extras["answer_policy"] == chosen == "span after 'is'"
+assert gap["ci95"][0] < 0 < gap["ci95"][1] and gap["p_fisher"] > 0.99  # no difference shown
+as_reserved = ec.exact_match_eval(chat, smol_tok, fx["f1"])  # the token-F1 questions instead
+assert max(ec.answer_policy_eval(as_reserved, p).value for p in ec.ANSWER_POLICIES) <= 0.05
 
 # %% [markdown]
-# On the reserved questions (whose references are phrases and sentences rather than names) the chosen
-# policy rescues nothing: 0.25 on development, 0 on reserved. The rule fitted the shape of the
-# development answers. The reserved number is the one to report, with the policy's name beside it.
+# Chosen on the development half, the span after "is" scores 0.20 there and 0.30 on the reserved
+# half: reserved minus development +0.10, with an interval from −0.26 to +0.44 (the halves hold
+# different questions, so the interval is unpaired) and Fisher's exact p = 1. That is all it shows:
+# the rule did not collapse on questions of the same kind, and 10 questions a side cannot tell
+# whether it over-fitted. Two caveats. All 20 answers were read above before this split, so here it
+# demonstrates the procedure; in a real evaluation the reserved half stays unread until the policy
+# is frozen. And the reserved questions must be of the development ones' kind: scored by exact
+# match, the token-F1 questions (whose references are whole sentences) score at most 0.05 under every
+# policy, a drop that would measure the change of task, not the fit. The reserved number is the one
+# to report, with the policy's name and its interval.
 #
 # ## 4. The prompt is part of the score
 #
@@ -371,7 +452,7 @@ for name, (em_r, f1_r) in prompt_results.items():
                   "vs chat": f"{d_em['diff']:+.2f}" + (
                       f" [{d_em['ci95'][0]:+.2f}, {d_em['ci95'][1]:+.2f}]" if name != "chat" else ""),
                   "rescued/broke": f"{d_em['rescued']}/{d_em['broke']}",
-                  "F1": show(f1_r),
+                  "F1 (EM questions)": show(f1_r),
                   "F1 vs chat": f"{d_f1['diff']:+.3f}" + (
                       f" [{d_f1['ci95'][0]:+.3f}, {d_f1['ci95'][1]:+.3f}]" if name != "chat" else ""),
                   "mean words": np.mean([len(r["prediction"].split()) for r in em_r.per_example])}
@@ -390,7 +471,7 @@ f1_err = [[f1_r.value - f1_r.extras["ci95"][0] for _, f1_r in prompt_results.val
 ax2.bar(range(3), f1_values, color=["tab:blue", "tab:gray", "tab:green"])
 ax2.errorbar(range(3), f1_values, yerr=f1_err, fmt="none", color="black", capsize=4)
 ax2.set(xticks=range(3), xticklabels=list(prompt_results), ylim=(0, 1), ylabel="token F1",
-        title="Token F1 on the same 20 questions")
+        title="Token F1 on the 20 exact-match questions")
 fig.tight_layout()
 plt.show()
 
@@ -403,34 +484,37 @@ assert few_em["diff"] < 0 and few_em["ci95"][0] < 0 < few_em["ci95"][1]  # down,
 assert plain_em["diff"] < 0 and plain_em["ci95"][1] < 0  # the interval excludes 0, only just
 assert plain_em["p_mcnemar"] > 0.05  # while the exact test does not: borderline
 assert prompt_results["chat, few words"][0].extras["prompt_format"] != "chat_template"
+assert abs(prompt_results["chat"][1].value - smol_res["token_f1"].value) > 0.1  # other questions
 
 # %% [markdown]
 # Exact match (whole answer) stays at 0 under all three prompts, so the table scores containment,
-# the lenient policy of section 3, beside token F1. Without the chat template the model, not tuned
-# for the plain prompt, answers empty strings, wrong numbers and stray text: containment falls by
-# 0.25 [−0.43, −0.03] (5 answers lost, none gained). Newcombe's interval only just excludes 0 and
-# McNemar's exact test gives p = 0.06: borderline, not a finding to lean on. "Answer in a few words."
-# halves the answers' length (26 words on average to 11) and token F1 rises by 0.04 [−0.001, +0.09],
-# while containment falls by 0.25 [−0.49, +0.05]: a shorter answer has fewer chances to contain the
-# reference somewhere ("Water boils at 100 Celsius." lacks "degrees"), and a few turn wrong ("The
-# answer is "Lamb"" for milk). The two metrics move in opposite directions, and on 20 questions
-# neither move of the instruction is established beyond noise. None of the three prompts gives
-# "the" score of SmolLM2 on these questions: a reported score names its prompt
-# (`extras["prompt_format"]`), its answer policy (`extras["answer_policy"]`) and its
-# `max_new_tokens`, or it cannot be compared with another.
+# the lenient policy of section 3, beside token F1, both on the 20 exact-match questions (so token
+# F1 with the chat prompt is 0.0636 here, against 0.198 on section 2's token-F1 questions). Without
+# the chat template the model, not tuned for the plain prompt, answers empty strings, wrong numbers
+# and stray text: containment falls by 0.25 [−0.43, −0.03] (5 answers lost, none gained). Newcombe's
+# interval only just excludes 0 and McNemar's exact test gives p = 0.06: borderline, not a finding
+# to lean on. "Answer in a few words." halves the answers' length (26 words on average to 11) and
+# token F1 rises by 0.04 [−0.001, +0.09], while containment falls by 0.25 [−0.49, +0.05]: a shorter
+# answer has fewer chances to contain the reference somewhere ("Water boils at 100 Celsius." lacks
+# "degrees"), and a few turn wrong ("The answer is "Lamb"" for milk). The two metrics move in
+# opposite directions, and on 20 questions neither move of the instruction is established beyond
+# noise. None of the three prompts gives "the" score of SmolLM2 on these questions: a reported score
+# names its prompt (`extras["prompt_format"]`), its answer policy (`extras["answer_policy"]`) and
+# its `max_new_tokens`, or it cannot be compared with another.
 #
 # ## 5. Multiple choice and calibration
 #
 # Multiple choice needs no generation: lesson 07's 20 four-way items are scored by the log-likelihood
 # of each choice after the chat prompt (`ec.choice_logliks`, recorded; two items are recomputed live
-# and must agree). acc picks the most likely choice, acc_norm the most likely per character, as
-# lm-evaluation-harness does (lesson 11):
+# and compared with the recording, within `ec.RECORDING_13_LOGLIK_TOLERANCE`, about ten times the
+# largest gap measured across CPU kernels and thread counts). acc picks the most likely choice,
+# acc_norm the most likely per character, as lm-evaluation-harness does (lesson 11):
 
 # %%
+# NBVAL_CHECK_OUTPUT
 items = ec.multiple_choice_items()
-logliks = rec["choice_logliks"]
-live_ll = ec.choice_logliks(smol, smol_tok, items[:2])
-assert np.allclose(live_ll, logliks[:2], rtol=1e-6, atol=0), "the recording is stale"
+logliks = rec["choice_logliks"]  # the recording's: the numbers this section teaches
+print(ec.live_vs_recorded_logliks(smol, smol_tok, rec, n_items=2)["message"])
 mc = {"TinyGPT": ec.choice_accuracy(items, ec.choice_logliks(tiny, tiny_tok, items)),
       "SmolLM2": ec.choice_accuracy(items, logliks)}
 cal = {"TinyGPT": ec.calibration_eval(tiny, tiny_tok, items),
@@ -441,7 +525,27 @@ cal = {"TinyGPT": ec.calibration_eval(tiny, tiny_tok, items),
 for name in mc:
     c = cal[name].extras
     print(f"{name:8} acc {show(mc[name])}  acc_norm {mc[name].extras['acc_norm']:.2f}  "
-          f"mean confidence {c['mean_confidence']:.3f}  ECE {show(cal[name])}")
+          f"mean confidence {c['mean_confidence']:.3f}  minus accuracy "
+          f"{c['mean_confidence'] - c['accuracy']:.3f}  ECE {show(cal[name])}")
+
+# %% [markdown]
+# Both models are more confident than right on average. Is one more so than the other, or more
+# accurate? Both answered the same 20 items, so each comparison is paired: per item, confidence
+# minus correct (0 or 1), whose mean is the over-confidence, compared by a paired bootstrap; and acc
+# by Newcombe's paired interval:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+over = {name: [r["confidence"] - r["correct"] for r in cal[name].per_example] for name in cal}
+over_diff = [a - b for a, b in zip(over["TinyGPT"], over["SmolLM2"])]
+for name, values in [*over.items(), ("TinyGPT minus SmolLM2", over_diff)]:
+    low, high = ec.bootstrap_ci(values)
+    print(f"confidence minus accuracy, {name:21}: {np.mean(values):+.3f} [{low:+.3f}, {high:+.3f}]")
+acc_diff = ec.paired_difference(mc["TinyGPT"], mc["SmolLM2"])
+print(f"acc, SmolLM2 minus TinyGPT: {acc_diff['diff']:+.2f} [{acc_diff['ci95'][0]:+.2f}, "
+      f"{acc_diff['ci95'][1]:+.2f}]; McNemar exact p = {acc_diff['p_mcnemar']:.2f}")
+assert [cal[n].per_example[i]["question"] for n in cal for i in (0, 19)] == \
+    [items[0]["question"], items[19]["question"]] * 2  # the same items, in one order
 
 # %% [markdown]
 # Is SmolLM2's ECE more than the noise floor of lesson 07? A perfectly calibrated model with exactly
@@ -490,15 +594,27 @@ assert sum(b["count"] for b in bins) == 20, "every item in one bin"
 assert cal["SmolLM2"].extras["mean_confidence"] > cal["SmolLM2"].extras["accuracy"]  # over-confident
 assert floor_95 < cal["SmolLM2"].value and p_floor < 0.05  # above the noise floor
 assert mc["SmolLM2"].value == 0.7, f"expected 14 of 20, got {mc['SmolLM2'].value}"
+assert np.mean(over["TinyGPT"]) > 2 * np.mean(over["SmolLM2"])  # not "about as": about twice
+assert ec.bootstrap_ci(over_diff)[0] < 0 < ec.bootstrap_ci(over_diff)[1]  # yet within noise
+assert acc_diff["ci95"][0] < 0 < acc_diff["ci95"][1] and acc_diff["p_mcnemar"] > 0.5
+assert 0.1 < statistics.mean(floor) < cal["SmolLM2"].value  # the plug-in ECE's bias at n = 20
 
 # %% [markdown]
 # SmolLM2 picks the gold answer on 14 of 20 items (acc 0.70 [0.48, 0.86]; acc_norm 0.65), TinyGPT
-# on 12 (0.60 [0.39, 0.78]); on 20 items that gap is well within noise. SmolLM2's mean confidence is
-# 0.84 against an accuracy of 0.70: over-confident, ECE 0.254 [0.125, 0.444]. Is that more than the
-# noise floor? A perfectly calibrated model with the same 20 confidences scores 0.153 on average and
-# reaches 0.254 in 1.4% of runs: the over-confidence is above the floor built from the model's own
-# confidences, though with 20 items its size is known only roughly (the interval). TinyGPT, trained
-# on the answers, is more confident still (0.89) and about as over-confident.
+# on 12 (0.60 [0.39, 0.78]); paired, SmolLM2 is right on 5 items TinyGPT gets wrong and wrong on 3 it
+# gets right: +0.10 [−0.18, +0.36], McNemar p = 0.73, well within noise. SmolLM2's mean confidence
+# is 0.837 against an accuracy of 0.70, so it is 0.137 more confident than right; TinyGPT, trained on
+# the answers, is more confident still (0.892) and less accurate (0.60): 0.292, about twice SmolLM2's
+# over-confidence. On 20 items, though, the difference, +0.155 [−0.129, +0.430], is within noise, and
+# so is SmolLM2's own over-confidence (its interval, [−0.046, +0.344], includes 0).
+#
+# SmolLM2's ECE is 0.254 [0.125, 0.444]. That is a bootstrap interval of the plug-in ECE (the binned
+# statistic computed on the 20 items), and at n = 20 the plug-in ECE reads high: a perfectly
+# calibrated model with the same 20 confidences scores 0.153 on average. The model's own calibration
+# error is then likely lower than 0.254 by about that noise floor, and the interval is one for the
+# statistic, not for that error. What the floor does test: such a calibrated model reaches 0.254 in
+# only 1.4% of runs, so SmolLM2's miscalibration is more than the noise of its own confidences,
+# though its size is known only roughly.
 #
 # ## 6. Does the mock judge reward verbosity?
 #
@@ -540,20 +656,28 @@ assert padded["up"] == 0, f"filler raised {padded['up']} of the mock judge's sco
 #   and what the quantization costs could not be measured here.
 # - Its chat template adds 30 tokens (a system prompt and turn markers) to every question; `ec.prompt_budget` counts
 #   prompts, and `ec.generate` refuses one that does not fit rather than cut it.
+# - Its answers are replayed from a recording, checked against the live model at tolerances measured
+#   across CPU kernels and thread counts; a stale recording is a warning that says what differs, by
+#   how much, and how to re-record, and the lesson goes on with the recording.
 # - As a language model it is far better than the course's (bits per byte); by exact match it scores
-#   0 of 20, because its right answers come in sentences.
+#   0 of 20, because its right answers come in sentences: below TinyGPT's 0.30 beyond noise on the
+#   same questions (6 discordant, all one way: McNemar p = 0.031).
 # - Answer-extraction policies move the same answers' exact match from 0 to 0.70. The lenient one
-#   accepts "not Paris"; a policy is chosen on development examples, named in the result, and judged
-#   on reserved ones, where the one chosen here was worth nothing.
+#   accepts "not Paris"; a policy is chosen on a development half of the questions, named in the
+#   result, and judged on a reserved half of the same kind: here 0.20 and 0.30, a gap that 10
+#   questions a side cannot resolve.
 # - The prompt moves the score: without the chat template, containment falls by 0.25, a paired
-#   interval that only just excludes 0 (McNemar p = 0.06: borderline); "Answer in a few words." halves the answers' length, raises token F1 and lowers
-#   containment, each within noise on 20 questions. A score without its prompt cannot be compared.
+#   interval that only just excludes 0 (McNemar p = 0.06: borderline); "Answer in a few words."
+#   halves the answers' length, raises token F1 and lowers containment, each within noise on 20
+#   questions. A score without its prompt cannot be compared.
 # - Multiple choice and calibration work unchanged; the ECE is read against the noise floor of the
-#   model's own confidences.
+#   model's own confidences, and at n = 20 the plug-in ECE reads high by about that floor.
 # - The mock judge punishes SmolLM2's verbosity rather than rewarding it.
 #
 # What this lesson did not establish: how SmolLM2 compares with other models on real benchmarks (20
-# easy questions say little), or what the 4-bit quantization costs.
+# easy questions say little), what the 4-bit quantization costs, whether the chosen answer policy
+# over-fitted (10 reserved questions cannot tell), or in which direction SmolLM2 is miscalibrated
+# (its over-confidence interval includes 0).
 
 # %% [markdown]
 # ## Exercises
@@ -585,13 +709,8 @@ em_last_word = float(np.mean([ec.exact_match(last_word(r["prediction"]), r["refe
                               for r in em.per_example]))
 print(em_last_word, [c for c in cases if ec.exact_match(last_word(c), "Paris")])
 ### END SOLUTION
-got_1 = [last_word(t) for t in ["It is Tokyo. Big.", "Mars", "", "The answer is 8 legs!"]]
-assert got_1 == ["Tokyo.", "Mars", "", "legs!"], \
-    f"expected ['Tokyo.', 'Mars', '', 'legs!'] for four hand cases; got {got_1}"
-expected_1 = float(np.mean([ec.exact_match(last_word(r["prediction"]), r["reference"])
-                            for r in em.per_example]))
-assert abs(em_last_word - expected_1) < 1e-12, \
-    f"expected the mean exact match of the 20 answers under last_word, {expected_1}; got {em_last_word}"
+problem = ec.last_word_problem(last_word, em_last_word, em)  # hand cases, then the 20 answers
+assert problem is None, problem
 print("Exercise 1: check passed.")
 
 # %% [markdown]
@@ -609,34 +728,30 @@ question_tokens = sum(len(smol_tok.encode(q)) for q, _ in fx["em"])
 template_share = (prompt_tokens - question_tokens) / prompt_tokens
 print(f"{template_share:.3f}")
 ### END SOLUTION
-expected_2 = sum(budget["format_tokens"]) / sum(budget["prompt_tokens"])
-assert abs(template_share - expected_2) < 1e-12, \
-    f"expected the template's share of the prompt tokens, {expected_2:.4f}; got {template_share}"
+problem = ec.template_share_problem(template_share, smol_tok, [q for q, _ in fx["em"]])
+assert problem is None, problem
 print("Exercise 2: check passed.")
 
 # %% [markdown]
 # ### Exercise 3: The reserved check for another policy
 #
-# Suppose the development set had led you to `"reference in answer"` instead. Score the reserved
-# questions (`reserved`) under it and store the result's value in `reserved_lenient`; store in
-# `lenient_drop` how much lower it is than the same policy's exact match on the development set
-# (`by_policy`). Then read the reserved answers it accepts: would you?
+# Suppose the development half had led you to `"reference in answer"` instead. Score the reserved
+# half (`reserved_em`) under it and store the result's value in `reserved_lenient`; store in
+# `lenient_drop` how much lower it is than the same policy's exact match on the development half
+# (`dev_by_policy`; a negative drop means the reserved half scored higher). Then read the reserved
+# answers it accepts: would you?
 
 # %%
 # Exercise 3: store the reserved exact match under "reference in answer" in `reserved_lenient`, and
 #   the development value minus it in `lenient_drop`.
 ### BEGIN SOLUTION
-lenient = ec.answer_policy_eval(reserved, "reference in answer")
+lenient = ec.answer_policy_eval(reserved_em, "reference in answer")
 reserved_lenient = lenient.value
-lenient_drop = by_policy["reference in answer"].value - reserved_lenient
-print(f"reserved {reserved_lenient:.2f}, development {by_policy['reference in answer'].value:.2f}")
+lenient_drop = dev_by_policy["reference in answer"].value - reserved_lenient
+print(f"reserved {reserved_lenient:.2f}, development {dev_by_policy['reference in answer'].value:.2f}")
 for r in [r for r in lenient.per_example if r["score"]]:
     print(repr(r["reference"]), "<-", repr(r["prediction"][:90]))
 ### END SOLUTION
-expected_3 = np.mean([ec.reference_in_answer(r["prediction"], r["reference"])
-                      for r in reserved.per_example])
-assert abs(reserved_lenient - expected_3) < 1e-12, \
-    f"expected the reserved exact match under that policy, {expected_3:.2f}; got {reserved_lenient}"
-assert abs(lenient_drop - (by_policy["reference in answer"].value - expected_3)) < 1e-12, \
-    f"expected development minus reserved for that policy; got {lenient_drop}"
+problem = ec.reserved_lenient_problem(reserved_lenient, lenient_drop, dev_em, reserved_em)
+assert problem is None, problem
 print("Exercise 3: check passed.")

@@ -6,6 +6,7 @@ llama); SmolLM2 itself is loaded once per module from the cache (built on first 
 
 import json
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -601,6 +602,151 @@ def test_answer_policy_eval_refuses_unknown_policies_and_other_evals():
 
 
 # ----------------------------------------------------------------------------------------------
+# Development and reserved halves, and their unpaired difference
+# ----------------------------------------------------------------------------------------------
+
+
+def test_halves_split_one_fixture_at_random_by_a_fixed_seed():
+    pairs = [(f"q{i}", f"a{i}") for i in range(20)]
+    development, reserved = ec.halves(pairs)
+    assert len(development) == len(reserved) == 10
+    assert sorted(development + reserved) == sorted(pairs)  # disjoint, and together every pair
+    assert development == sorted(development, key=pairs.index)  # in the fixture's order
+    assert ec.halves(pairs) == (development, reserved)  # the same on every call and machine
+    assert ec.halves(pairs, seed=1) != (development, reserved)
+    assert development != pairs[::2] and development != pairs[:10]  # neither alternate nor a cut
+    small, large = ec.halves(pairs[:7])
+    assert (len(small), len(large)) == (3, 4)
+    with pytest.raises(ValueError, match="at least 2 items"):
+        ec.halves(pairs[:1])
+
+
+# Newcombe (1998), Table II, method 10: his worked examples, to 4 decimals
+NEWCOMBE_TABLE_II = [
+    ((56, 70, 48, 80), (0.0524, 0.3339)),
+    ((9, 10, 3, 10), (0.1705, 0.8090)),
+    ((5, 56, 0, 29), (-0.0381, 0.1926)),
+    ((0, 10, 0, 20), (-0.1611, 0.2775)),
+    ((0, 10, 0, 10), (-0.2775, 0.2775)),
+    ((10, 10, 0, 20), (0.6791, 1.0)),
+    ((10, 10, 0, 10), (0.6075, 1.0)),
+]
+
+
+@pytest.mark.parametrize("counts, expected", NEWCOMBE_TABLE_II)
+def test_newcombe_unpaired_interval_matches_his_table(counts, expected):
+    low, high = ec.newcombe_unpaired_interval(*counts)
+    assert (round(low, 4), round(high, 4)) == expected
+
+
+def test_newcombe_unpaired_interval_by_hand_and_its_errors():
+    # 2/10 against 3/10: the Wilson intervals' distances from each share, combined
+    (l1, u1), (l2, u2) = ec.wilson_interval(2, 10), ec.wilson_interval(3, 10)
+    low = -0.1 - np.hypot(0.2 - l1, u2 - 0.3)
+    high = -0.1 + np.hypot(u1 - 0.2, 0.3 - l2)
+    assert ec.newcombe_unpaired_interval(2, 10, 3, 10) == pytest.approx((low, high), abs=1e-15)
+    wide = ec.newcombe_unpaired_interval(2, 10, 3, 10, z=2.576)
+    assert wide[0] < low and wide[1] > high
+    with pytest.raises(ValueError, match=r"k1 must be an int in \[0, 10\], got 11"):
+        ec.newcombe_unpaired_interval(11, 10, 3, 10)
+    with pytest.raises(ValueError, match="n2 must be an int >= 1, got 0"):
+        ec.newcombe_unpaired_interval(1, 10, 0, 0)
+
+
+def test_fisher_exact_p_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    for n1, n2 in [(1, 1), (3, 5), (10, 10), (7, 12), (20, 20)]:
+        for k1 in range(n1 + 1):
+            for k2 in range(n2 + 1):
+                table = [[k1, n1 - k1], [k2, n2 - k2]]
+                expected = stats.fisher_exact(table).pvalue
+                assert ec.fisher_exact_p(k1, n1, k2, n2) == pytest.approx(expected, rel=1e-12)
+    # by hand: 5 of 20 against 0 of 20 is the most extreme table one way; p = 2 C(20,5)/C(40,5)
+    assert ec.fisher_exact_p(5, 20, 0, 20) == pytest.approx(2 * 15504 / 658008, rel=1e-12)
+
+
+def test_unpaired_difference_of_two_halves():
+    first = em_result([("q1", "Paris", "Paris"), ("q2", "Mars", "no"), ("q3", "Rome", "no")])
+    second = em_result([("q4", "Tokyo", "Tokyo"), ("q5", "Cairo", "Cairo")])
+    d = ec.unpaired_difference(first, second)
+    assert d["diff"] == pytest.approx(1 - 1 / 3) and d["n"] == [3, 2]
+    assert d["ci95"] == list(ec.newcombe_unpaired_interval(2, 2, 1, 3))
+    assert d["p_fisher"] == ec.fisher_exact_p(2, 2, 1, 3) and "method 10" in d["ci_method"]
+    with pytest.raises(ValueError, match="share 1 examples: pair them"):
+        ec.unpaired_difference(first, em_result([("q1", "Paris", "Paris")]))
+    f1 = ec.EvalResult("token_f1", 0.5, [{"instruction": "q9", "score": 0.5}])
+    with pytest.raises(ValueError, match="result_b must hold 0/1 scores"):
+        ec.unpaired_difference(first, f1)
+
+
+# ----------------------------------------------------------------------------------------------
+# The exercises' checks: right work passes, each usual mistake is named, the answer is not given
+# ----------------------------------------------------------------------------------------------
+
+
+def recorded_em(pairs):
+    rec = ec.load_recording_13()
+    tok = type("Tok", (), {"prompt_format": rec["variants"]["chat"]["prompt_format"]})()
+    return ec.exact_match_eval(ec.replay(rec, "chat"), tok, pairs)
+
+
+def test_last_word_problem():
+    em = recorded_em(ec.load_fixtures()["em"])
+
+    def last_word(text):
+        words = ec.first_sentence(text).split()
+        return words[-1] if words else ""
+
+    right = np.mean(
+        [ec.exact_match(last_word(r["prediction"]), r["reference"]) for r in em.per_example]
+    )
+    assert ec.last_word_problem(last_word, float(right), em) is None
+    whole = lambda t: t.split()[-1] if t.split() else ""  # noqa: E731
+    assert "whole text, not of its first sentence" in ec.last_word_problem(whole, right, em)
+    crash = lambda t: ec.first_sentence(t).split()[-1]  # noqa: E731  (fails on "")
+    assert "last_word('') raised IndexError" in ec.last_word_problem(crash, right, em)
+    assert "a count of answers" in ec.last_word_problem(last_word, right * 20, em)
+    wrong = ec.last_word_problem(last_word, right + 0.05, em)
+    assert "not the mean exact match" in wrong and f"{right:.2f}" not in wrong
+    assert "must be a function" in ec.last_word_problem("Paris", right, em)
+
+
+def test_template_share_problem(smollm2):
+    _, tok = smollm2
+    questions = [q for q, _ in ec.load_fixtures()["em"]]
+    prompt = sum(len(tok.encode_prompt(q)) for q in questions)
+    own = sum(len(tok.encode(q)) for q in questions)
+    share = (prompt - own) / prompt
+    assert ec.template_share_problem(share, tok, questions) is None
+    assert "questions' own share" in ec.template_share_problem(1 - share, tok, questions)
+    per_prompt = np.mean([1 - len(tok.encode(q)) / len(tok.encode_prompt(q)) for q in questions])
+    assert "mean of the 20 prompts' shares" in ec.template_share_problem(
+        float(per_prompt), tok, questions
+    )
+    ratio = ec.template_share_problem((prompt - own) / own, tok, questions)
+    assert "between 0 and 1" in ratio  # template over question tokens is above 1 here
+    other = ec.template_share_problem(share + 0.01, tok, questions)
+    assert "not the template's share" in other and f"{share:.3f}" not in other
+
+
+def test_reserved_lenient_problem():
+    development, reserved = (recorded_em(h) for h in ec.halves(ec.load_fixtures()["em"]))
+    lenient = "reference in answer"
+    value = ec.answer_policy_eval(reserved, lenient).value
+    drop = ec.answer_policy_eval(development, lenient).value - value
+    assert ec.reserved_lenient_problem(value, drop, development, reserved) is None
+    dev_value = value + drop
+    assert "the development half's score" in ec.reserved_lenient_problem(
+        dev_value, drop, development, reserved
+    )
+    assert "under 'whole answer'" in ec.reserved_lenient_problem(0.0, drop, development, reserved)
+    assert "wrong sign" in ec.reserved_lenient_problem(value, -drop, development, reserved)
+    off = ec.reserved_lenient_problem(value + 0.05, drop, development, reserved)
+    assert "not the reserved half's exact match" in off and f"{value:.2f}" not in off
+    assert "must be a number" in ec.reserved_lenient_problem(None, drop, development, reserved)
+
+
+# ----------------------------------------------------------------------------------------------
 # Prompt variants and recorded answers
 # ----------------------------------------------------------------------------------------------
 
@@ -652,15 +798,124 @@ def test_a_replay_scores_its_recorded_answers_and_refuses_what_it_has_not():
         ec.perplexity_eval(rep, ec.InstructionTokenizer(), ["abc"])
 
 
+def variant_questions(variant):
+    fx = ec.load_fixtures()
+    return list(dict.fromkeys(q for k in ec.RECORD_13_VARIANTS[variant][2] for q, _ in fx[k]))
+
+
 def test_the_recording_matches_the_live_model(smollm2, smollm2_answers):
+    # At the measured tolerances, so that CI fails on a stale recording and passes on another CPU
     model, tok = smollm2
     rec = ec.load_recording_13()
-    chat = rec["variants"]["chat"]["answers"]
-    for q, ids in zip(fixture_prompts(), smollm2_answers):
-        assert chat[q] == tok.decode_answer(ids), q
-    items = ec.multiple_choice_items()
-    live = ec.choice_logliks(model, tok, items[:3])
-    assert np.allclose(live, rec["choice_logliks"][:3], rtol=1e-6, atol=0)
+    assert variant_questions("chat") == fixture_prompts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ec.StaleRecording)  # a stale recording fails here
+        for variant in ec.RECORD_13_VARIANTS:
+            given = smollm2_answers if variant == "chat" else None
+            found = ec.live_vs_recorded_answers(
+                model, tok, rec, variant, variant_questions(variant), live_ids=given
+            )
+            assert not found["stale"], found["message"]
+            assert found["equal"] + len(found["near_ties"]) == len(variant_questions(variant))
+        logliks = ec.live_vs_recorded_logliks(model, tok, rec, n_items=20)
+    assert not logliks["differs"] and logliks["largest_gap"] <= ec.RECORDING_13_LOGLIK_TOLERANCE
+
+
+def tampered(rec, variant="chat", **answers):
+    rec = json.loads(json.dumps(rec))
+    rec["variants"][variant]["answers"].update(answers)
+    return rec
+
+
+def test_a_stale_answer_says_where_by_how_much_and_how_to_re_record(smollm2):
+    model, tok = smollm2
+    rec = ec.load_recording_13()
+    q = "What is the capital of France?"  # live: "The capital of France is Paris."
+    stale = tampered(rec, **{q: "The capital of France is Lyon."})
+    with pytest.warns(ec.StaleRecording, match=r"python evalcore\.py record-13") as caught:
+        found = ec.live_vs_recorded_answers(model, tok, stale, "chat", [q])
+    assert found["live"] == ["The capital of France is Paris."] and found["equal"] == 0
+    ((d,),) = [found["stale"]]
+    assert d["token"] == 5 and d["gap"] > 1.0  # " Paris" is the 6th token, far from a tie
+    message = str(caught[0].message)
+    assert message == found["message"] and "at token 6" in message
+    assert "'The capital of France is Lyon.'" in message and "goes on with the recording" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ec.StaleRecording)  # the true recording warns nothing
+        fresh = ec.live_vs_recorded_answers(model, tok, rec, "chat", [q])
+    assert fresh["equal"] == 1 and not fresh["stale"] and not fresh["near_ties"]
+    assert fresh["smallest_margin"] == min(
+        ec.answer_margins(model, tok, q, tok.encode(fresh["live"][0]), 48)
+    )
+
+
+@torch.no_grad()
+def test_a_near_tie_is_told_from_a_stale_recording_by_the_recorded_token_logit(smollm2):
+    # Recordings whose first token is the live model's second choice, or a lower one: within the
+    # tolerance of the live token's logit it is a near tie (no warning), beyond it a stale one
+    model, tok = smollm2
+    q = "What is the capital of France?"
+    top = model(torch.tensor([tok.encode_prompt(q)]))[0, -1].double().topk(6)
+    gaps, texts = (top.values[0] - top.values).tolist(), tok.hf.batch_decode(top.indices[:, None])
+    second = gaps[1]
+    assert texts[:2] == ["The", "L"] and 0.05 < second < 0.12, (texts, gaps)  # 0.082 here
+    rec = ec.load_recording_13()
+    runner_up = tampered(rec, **{q: "L Paris."})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ec.StaleRecording)
+        tie = ec.live_vs_recorded_answers(model, tok, runner_up, "chat", [q], tolerance=2 * second)
+    assert [(d["token"], d["gap"]) for d in tie["near_ties"]] == [(0, pytest.approx(second))]
+    assert "near tie" in tie["message"] and not tie["stale"]
+    with pytest.warns(ec.StaleRecording):
+        stale = ec.live_vs_recorded_answers(
+            model, tok, runner_up, "chat", [q], tolerance=second / 2
+        )
+    assert [d["token"] for d in stale["stale"]] == [0] and not stale["near_ties"]
+    # "La Paris." could start with "L" too: the best token that continues the recording counts
+    (la,) = [k for k, text in enumerate(texts) if text == "La"]
+    assert gaps[la] > 2 * second
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ec.StaleRecording)
+        also = ec.live_vs_recorded_answers(
+            model, tok, tampered(rec, **{q: "La Paris."}), "chat", [q], tolerance=2 * second
+        )
+    assert [d["gap"] for d in also["near_ties"]] == [pytest.approx(second)]
+    # a recorded first token far below the live one is stale, however close the second choice
+    k = next(k for k in range(2, 6) if not texts[k].startswith("L"))
+    far = tampered(rec, **{q: texts[k] + " Paris."})
+    with pytest.warns(ec.StaleRecording):
+        found = ec.live_vs_recorded_answers(model, tok, far, "chat", [q], tolerance=2 * second)
+    assert [(d["token"], d["gap"]) for d in found["stale"]] == [(0, pytest.approx(gaps[k]))]
+
+
+def test_the_first_difference_by_hand(tok):
+    ids = tok.encode("Paris.")
+    assert ec._first_difference(tok, ids, "Paris.") is None
+    assert ec._first_difference(tok, ids, "Paris!") == 5  # the 6th token leaves it
+    assert ec._first_difference(tok, ids, "Paris. Big.") == 6  # live stops, the recording goes on
+    assert ec._first_difference(tok, ids, "Par") == 3  # live goes on past the recording's end
+    assert ec._first_difference(tok, tok.encode("°C"), "°F") == 2  # a cut "°" is no difference
+
+
+def test_stale_log_likelihoods_say_which_by_how_much_and_how_to_re_record(smollm2):
+    model, tok = smollm2
+    rec = json.loads(json.dumps(ec.load_recording_13()))
+    tol = ec.RECORDING_13_LOGLIK_TOLERANCE
+    rec["choice_logliks"][0][1] += tol / 2  # within the tolerance: not stale
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ec.StaleRecording)
+        fine = ec.live_vs_recorded_logliks(model, tok, rec, n_items=1)
+    assert not fine["differs"] and fine["message"].endswith(f"within {tol:.0e} nats")
+    rec["choice_logliks"][0][2] -= 10 * tol
+    with pytest.warns(ec.StaleRecording, match=r"python evalcore\.py record-13"):
+        stale = ec.live_vs_recorded_logliks(model, tok, rec, n_items=1)
+    assert [(d["item"], d["choice"]) for d in stale["differs"]] == [(0, 2)]
+    choice = ec.multiple_choice_items()[0]["choices"][2]
+    assert f"item 1's choice {choice!r}" in stale["message"]
+    assert "1 of 4 choice log-likelihoods" in stale["message"]
+    assert stale["largest_gap"] == pytest.approx(10 * tol, rel=0.1)
+    with pytest.raises(ValueError, match="n_items must be an int in \\[1, 20\\], got 21"):
+        ec.live_vs_recorded_logliks(model, tok, rec, n_items=21)
 
 
 def test_a_recording_of_another_model_is_refused(tmp_path):
@@ -672,3 +927,73 @@ def test_a_recording_of_another_model_is_refused(tmp_path):
         ec.load_recording_13(path)
     with pytest.raises(ValueError, match="variant must be one of"):
         ec.replay(ec.load_recording_13(), "shouting")
+
+
+# ----------------------------------------------------------------------------------------------
+# The lesson with a stale recording: a warning that says what to do, then the lesson goes on
+# ----------------------------------------------------------------------------------------------
+
+LESSON = ec.ROOT / "notebooks" / "13_real_instruct_model.ipynb"
+
+# Prepended to the lesson: a recording that disagrees with the live model where nothing the
+# lesson computes from it can move (a doubled space inside one checked answer, which every policy
+# and metric ignores; the first item's log-likelihoods shifted together, which moves no
+# probability, acc or acc_norm).
+STALE_CELL = """
+import evalcore as _ec
+_load = _ec.load_recording_13
+def _stale_recording():
+    rec = _load()
+    answers = rec["variants"]["chat"]["answers"]
+    answers["What is the capital of France?"] = "The capital of France is  Paris."
+    rec["choice_logliks"][0] = [ll + 0.01 for ll in rec["choice_logliks"][0]]
+    return rec
+_ec.load_recording_13 = _stale_recording
+"""
+
+
+def outputs_text(cell):
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def test_the_lesson_goes_on_with_a_stale_recording():
+    import nbformat
+    from nbclient import NotebookClient
+
+    committed = nbformat.read(LESSON, as_version=4)
+    nb = nbformat.read(LESSON, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(STALE_CELL))
+    NotebookClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(LESSON.parent)}},
+    ).execute()
+    errors = [
+        (i, o.ename, o.evalue)
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    ]
+    assert not errors  # no check raises, and so no later cell meets a NameError
+    checks = [c for c in nb.cells if c.cell_type == "code" and "live_vs_recorded" in c.source]
+    assert len(checks) == 2
+    for cell in checks:
+        stderr = [o.text for o in cell.outputs if o.get("name") == "stderr"]
+        assert any("StaleRecording" in t and "python evalcore.py record-13" in t for t in stderr)
+        assert "STALE RECORDING" in outputs_text(cell) and "goes on with the recording" in (
+            outputs_text(cell)
+        )
+    # every checked output after the log-likelihood check is the committed one: the lesson's
+    # numbers are the recording's
+    after = next(
+        i
+        for i, c in enumerate(committed.cells)
+        if c.cell_type == "code" and "live_vs_recorded_logliks" in c.source
+    )
+    for old, new in zip(committed.cells[after + 1 :], nb.cells[after + 2 :]):
+        if old.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in old.source:
+            assert outputs_text(new) == outputs_text(old), old.source[:60]
+    assert outputs_text(nb.cells[-1]).endswith("Exercise 3: check passed.\n")

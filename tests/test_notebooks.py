@@ -140,6 +140,12 @@ RETRACTED = [
     ("12_beyond_english", "carries roughly what an English"),
     ("12_beyond_english", "make it a little less than three"),
     ("README", "two are\nfaster on an idle machine"),
+    # the third review (issue 27), lesson 13
+    ("13_real_instruct_model", "is not noise"),
+    ("13_real_instruct_model", "never looked at"),
+    ("13_real_instruct_model", "The rule fitted the shape of the development answers"),
+    ("13_real_instruct_model", "where the one chosen here was worth nothing"),
+    ("13_real_instruct_model", "about as over-confident"),
 ]
 
 
