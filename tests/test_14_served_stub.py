@@ -1,17 +1,22 @@
 """Lesson 14: a served model against the project's own stub server, on loopback, for the faults a
 real server has: 429 with Retry-After, 500s until retries run out, timeouts, a truncated body,
-echoed log-probabilities shifted by one (the llama.cpp bug), too few of them, and a key echoed
-in a header. The stub's "weights" are a tiny TinyGPT scored in this process, so every served
-number has an exact in-process twin.
+each token scored with the next position's distribution (llama-cpp-python's server without a BOS
+token), too few log-probabilities, and a key echoed in a header. The stub's "weights" are a tiny
+TinyGPT (or the course's BPE GPT-2) scored in this process, so every served number has an exact
+in-process twin. The last tests read lesson 14's own words and exercise checks.
 """
 
+import ast
 import json
 import logging
+import math
 import os
+import re
 import subprocess
 import sys
 import time
 
+import nbformat
 import pytest
 import torch
 
@@ -28,6 +33,14 @@ def true_logprobs(model, ids):
     with torch.no_grad():
         logits = model(torch.tensor([ids]))[0].double().log_softmax(-1)
     return [None] + [float(logits[i - 1, t]) for i, t in enumerate(ids) if i > 0]
+
+
+def next_position_logprobs(model, ids):
+    """What llama-cpp-python's server echoes for a prompt without a BOS token (llama_cpp/llama.py,
+    _create_completion): token i read from row i of the scores, log p(x_i | x_<=i), None first."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]))[0].double().log_softmax(-1)
+    return [None] + [float(logits[i, t]) for i, t in enumerate(ids) if i > 0]
 
 
 def greedy_text(model, ids, body):
@@ -66,8 +79,10 @@ class StubHandler(JSONHandler):
             choice = {"index": 0, "text": greedy_text(srv.model, ids, body)}
             return self.send(200, {"choices": [choice]})
         lps = true_logprobs(srv.model, ids)
-        if mode == "shifted":  # each position holds the next token's log-probability
-            lps = [None, *lps[2:], -1.0]
+        if mode == "next-position":  # llama-cpp-python's fault: token i from its own row
+            lps = next_position_logprobs(srv.model, ids)
+        if mode == "other-weights":  # a wrong model: every number off, by no known mechanism
+            lps = true_logprobs(srv.other, ids)
         if mode == "short":
             lps = lps[:-1]
         if mode == "extra":  # max_tokens=1: one generated token follows the prompt
@@ -92,7 +107,9 @@ def tiny():
 
 @pytest.fixture
 def stub(tiny):
-    with loopback_server(StubHandler, model=tiny[0], hits={}) as srv:
+    with loopback_server(
+        StubHandler, model=tiny[0], other=make_tiny(seed=4, max_len=64), hits={}
+    ) as srv:
         yield srv
 
 
@@ -159,29 +176,74 @@ def test_a_truncated_body_and_too_few_logprobs_are_unusable(stub, tiny):
         served(stub, tiny[1], "short").prompt_logprobs([[1, 2, 3]])
 
 
-def test_the_sanity_check_flags_logprobs_shifted_by_one(stub, tiny):
+def test_the_sanity_check_names_llama_cpp_pythons_fault(stub, tiny):
     model, tok = tiny
     good = ec.served_sanity_check(served(stub, tok, "ok"), model, tok, TEXTS)
     assert good["passed"] and good["max_abs_diff"] < 1e-6 and good["verdict"].startswith("agrees")
-    bad = ec.served_sanity_check(served(stub, tok, "shifted"), model, tok, TEXTS)
-    assert not bad["passed"] and "one token early" in bad["verdict"]
-    assert bad["verdict"].startswith("DISAGREES") and bad["max_abs_diff"] > 0.1
+    bad = ec.served_sanity_check(served(stub, tok, "next-position"), model, tok, TEXTS)
+    assert (
+        not bad["passed"] and bad["verdict"].startswith("DISAGREES") and bad["max_abs_diff"] > 0.1
+    )
+    assert "next position" in bad["verdict"] and "llama-cpp-python" in bad["verdict"], bad[
+        "verdict"
+    ]
+    assert bad["mean_abs_diff_next_position"] < 1e-5 < 0.1 < bad["mean_abs_diff"]  # float32 vs 64
+    assert good["mean_abs_diff_next_position"] > 0.1  # the hypothesis is not true of a right server
 
 
-def test_the_sanity_check_names_a_late_shift(tiny):
+def test_the_sanity_check_names_no_cause_it_did_not_test(stub, tiny):
     model, tok = tiny
+    wrong = ec.served_sanity_check(served(stub, tok, "other-weights"), model, tok, TEXTS)
+    assert not wrong["passed"] and wrong["verdict"].startswith("DISAGREES")
+    assert "next position" not in wrong["verdict"] and "llama" not in wrong["verdict"]
 
-    class Shifted:  # a server whose numbers are one token late, with a number in every slot
-        def prompt_logprobs(self, token_lists):
-            out = []
-            for ids in token_lists:
-                lps = true_logprobs(model, ids)
-                out.append([None, -1.0, *lps[1:-1]])
-            return out
 
-    check = ec.served_sanity_check(Shifted(), model, tok, TEXTS)
-    assert not check["passed"] and "one token late" in check["verdict"], check["verdict"]
-    assert check["mean_abs_diff_shifted"] < 1e-5 < 0.1 < check["max_abs_diff"]  # float32 vs 64
+def test_the_real_fault_on_smollm2_is_what_lesson_14_says():
+    """Lesson 14 rebuilds llama-cpp-python's fault from SmolLM2's own logits: perplexities of
+    2.4e4 to 1.9e5 on the first four texts, a mean gap of 8.9 nats, and values moved one slot
+    either way (its first reconstruction, and the old check's hint) no closer: 8.7 and 8.8."""
+    model, tok = ec.load_smollm2()
+    right, fault = [], []
+    for text in ec.load_fixtures()["lm"][:4]:
+        ids = tok.encode(text)
+        right.append(true_logprobs(model, ids)[1:])
+        fault.append(next_position_logprobs(model, ids)[1:])
+    ppl = [math.exp(-sum(f) / len(f)) for f in fault]
+    assert [f"{p:.2g}" for p in (min(ppl), max(ppl))] == ["2.4e+04", "1.9e+05"], ppl
+
+    def mean_gap(pairs):
+        pairs = list(pairs)
+        return sum(abs(a - b) for a, b in pairs) / len(pairs)
+
+    unmoved = mean_gap(p for f, r in zip(fault, right) for p in zip(f, r))
+    early = mean_gap(p for f, r in zip(fault, right) for p in zip(f[:-1], r[1:]))
+    late = mean_gap(p for f, r in zip(fault, right) for p in zip(f[1:], r[:-1]))
+    assert [round(x, 1) for x in (unmoved, early, late)] == [8.9, 8.7, 8.8], (unmoved, early, late)
+
+
+def test_add_bos_scores_the_first_token_through_the_server_as_load_hf_does(tmp_path):
+    """load_served takes add_bos as load_hf does: the BPE GPT-2 behind the stub, scored with the
+    BOS first (lm-evaluation-harness's rule), equals it in-process; a given tokenizer is copied,
+    never changed, and add_bos=None keeps its own choice."""
+    model, tok = ec.load_hf(ec.HF_CHECKPOINT_DIR, add_bos=True)
+    with loopback_server(StubHandler, model=model, other=model, hits={}) as srv:
+        url = f"{srv.base}/ok/v1"
+        remote, remote_tok = ec.load_served(url, "stub", ec.HF_CHECKPOINT_DIR, add_bos=True, **FAST)
+        got, want = (
+            ec.perplexity_eval(remote, remote_tok, TEXTS),
+            ec.perplexity_eval(model, tok, TEXTS),
+        )
+        plain, plain_tok = ec.load_served(url, "stub", ec.HF_CHECKPOINT_DIR, **FAST)
+        without = ec.perplexity_eval(plain, plain_tok, TEXTS)
+        _, copied = ec.load_served(url, "stub", plain_tok, add_bos=True, **FAST)
+        _, kept = ec.load_served(url, "stub", copied, **FAST)
+    assert remote_tok.bos_ids == tok.bos_ids == (tok.bos_id,) and plain_tok.bos_ids == ()
+    assert got.extras["first_token_scored"] and not without.extras["first_token_scored"]
+    assert got.extras["total_tokens"] == without.extras["total_tokens"] + len(TEXTS)
+    assert abs(got.value - want.value) / want.value < 1e-6
+    bpb = got.extras["bits_per_byte"]
+    assert abs(bpb - want.extras["bits_per_byte"]) < 1e-6 and bpb > without.extras["bits_per_byte"]
+    assert copied.bos_ids == tok.bos_ids and plain_tok.bos_ids == () and kept is copied
 
 
 def test_a_key_echoed_in_a_header_is_never_logged(stub, tiny, caplog):
@@ -246,6 +308,10 @@ def test_bad_arguments_are_named(stub, tiny):
         served(stub, tiny[1], "ok", prompt_max_tokens=2)
     with pytest.raises(ValueError, match="tokenizer must be"):
         ec.load_served(f"{stub.base}/ok/v1", "stub", object())
+    with pytest.raises(ValueError, match="add_bos must be True, False or None, got 'yes'"):
+        ec.load_served(f"{stub.base}/ok/v1", "stub", tiny[1], add_bos="yes")
+    with pytest.raises(ValueError, match="add_bos=True needs a tokenizer that knows its BOS"):
+        ec.load_served(f"{stub.base}/ok/v1", "stub", tiny[1], add_bos=True)
     with pytest.raises(ValueError, match="cannot read model 'stub'"):
         ec.ServedModel("http://127.0.0.1:9/v1", "stub", tiny[1], max_retries=0, timeout=0.5)
 
@@ -364,3 +430,106 @@ def test_a_server_dies_with_the_process_that_started_it():
     else:
         os.kill(child, 9)
         pytest.fail("the child outlived its parent")
+
+
+# Lesson 14's own words and exercise checks -------------------------------------------------------
+LESSON_14 = ec.ROOT / "notebooks" / "14_served_model.ipynb"
+
+
+def lesson_14_texts():
+    """Every text lesson 14 and its part of evalcore show a student: the notebook's cells, the
+    Lesson 14 section of evalcore.py, and the docstrings of the served classes (Appendix A)."""
+    source = (ec.ROOT / "evalcore.py").read_text(encoding="utf-8")
+    start = source.index("# Lesson 14 · A served model: notebooks/14_served_model.ipynb")
+    section = source[start : source.index("# Lesson 15 · ", start)]
+    nb = nbformat.read(LESSON_14, as_version=4)
+    texts = {f"cell {i}": c.source for i, c in enumerate(nb.cells)}
+    texts["evalcore's Lesson 14"] = section
+    for obj in (ec.ServedModel, ec.ServedTokenizer, ec.load_served, ec.echoed_prompt_logprobs):
+        texts[obj.__name__] = obj.__doc__
+    return texts
+
+
+def test_lesson_14_blames_llama_cpp_python_not_llama_cpp():
+    """The echo faults are llama-cpp-python's (llama_cpp/llama.py, _create_completion); llama.cpp's
+    own server, llama-server, refuses echo (tools/server/server-common.cpp). Every mention of
+    llama.cpp in lesson 14 is of that server."""
+    texts = lesson_14_texts()
+    for where, text in texts.items():
+        flat = " ".join(text.replace("#", " ").split())
+        for found in re.finditer(r"llama\.cpp(?!'s own (server|`llama-server`))", flat):
+            raise AssertionError(
+                f"{where}: {flat[max(0, found.start() - 60) : found.end() + 60]!r}"
+            )
+    every = " ".join(" ".join(t.replace("#", " ").split()) for t in texts.values())
+    for said in ("python -m llama_cpp.server", "llama-server", "Only no echo is supported",
+                 "llama_cpp/llama.py", "_create_completion", "log p(x_i | x_<=i)"):  # fmt: skip
+        assert said in every, said
+
+
+def test_lesson_14_says_which_figure_is_execution_time():
+    intro = nbformat.read(LESSON_14, as_version=4).cells[0].source
+    assert "one-minute budget" not in intro
+    assert "execution time, not the study time" in " ".join(intro.replace("#", " ").split())
+
+
+LP = {"token_logprobs": [None, -2.0, -0.5, -1.5], "text_offset": [0, 3, 7, 11]}
+TEXT = "The cat sat on"  # 11 bytes after the first token, 3 tokens scored, 4 nats
+
+
+def test_the_bits_per_byte_check_accepts_the_answer_and_names_each_mistake_without_it():
+    right = 4 / math.log(2) / 11
+    assert ec.bits_per_byte_problem(right, LP, TEXT) is None
+    assert ec.bits_per_byte_problem(right * (1 + 1e-12), LP, TEXT) is None  # rounding is no error
+    mistakes = {
+        4 / 11: "nats",
+        4 / math.log(2) / 3: "per token",
+        4 / 3: "per token",
+        4 / math.log(2) / 14: "every byte",
+        -right: "positive",
+        right * 1.01: "is not",
+        float("nan"): "finite",
+        "0.5": "finite",
+        True: "finite",
+    }
+    for wrong, says in mistakes.items():
+        message = ec.bits_per_byte_problem(wrong, LP, TEXT)
+        assert message and says in message, (wrong, message)
+        assert not re.search(r"\d\.\d", message.replace(repr(wrong), "")), message  # no answer
+
+
+def test_the_speedup_check_accepts_the_answer_and_names_each_mistake_without_it():
+    seconds, n = {"1": 80.0, "4": 32.0}, 20
+    right = {"1": 0.25, "4": 0.625}
+    assert ec.speedup_problem(right, 2.5, n, seconds) is None
+    mistakes = [
+        ({"1": 4.0, "4": 1.6}, 2.5, "time, not throughput"),
+        ({"1": 80.0, "4": 32.0}, 2.5, "time, not throughput"),
+        ({"1": 0.25, "4": 0.6}, 2.4, "not the answers per second"),
+        ({"1": 0.25}, 2.5, "keys ['1', '4']"),
+        ([0.25, 0.625], 2.5, "must be a dict"),
+        ({"1": 0.25, "4": "fast"}, 2.5, "finite number"),
+        (right, 0.4, "upside down"),
+        (right, 2.0, "not the ratio"),
+        (right, float("inf"), "finite number"),
+    ]
+    for per_second, speedup, says in mistakes:
+        message = ec.speedup_problem(per_second, speedup, n, seconds)
+        assert message and says in message, (per_second, speedup, message)
+        shown = message.replace(repr(per_second), "")  # the value given, named as it was
+        assert "2.5" not in shown and "0.625" not in shown, message  # never the answer
+
+
+@pytest.mark.parametrize(
+    "number, checker", [("1", "bits_per_byte_problem"), ("3", "speedup_problem")]
+)
+def test_exercise_checks_call_the_checker_and_show_no_formula(number, checker):
+    import build_editions as be
+
+    cells = [c for c in nbformat.read(LESSON_14, as_version=4).cells if be.is_exercise(c)]
+    (cell,) = [c for c in cells if be.exercise_task(be.split_solution(c.source)[0])[0] == number]
+    check = ast.parse("\n".join(be.split_solution(cell.source)[2]))
+    calls = [ast.unparse(n.func) for n in ast.walk(check) if isinstance(n, ast.Call)]
+    assert f"ec.{checker}" in calls, calls
+    arithmetic = [ast.unparse(n) for n in ast.walk(check) if isinstance(n, ast.BinOp)]
+    assert not arithmetic, f"exercise {number}'s check computes its answer in view: {arithmetic}"

@@ -76,9 +76,25 @@ def test_perplexity_equals_the_float64_in_process_one(served, local):
     windows = [(tok.encode(t), 1) for t in texts]
     want = float64_window_nll(local[0], windows)
     for record, nll in zip(got.per_example, want):
-        assert abs(record["nll"] - float(nll.sum())) / float(nll.sum()) < 1e-4, record["index"]
+        gap = abs(record["nll"] - float(nll.sum())) / float(nll.sum())
+        assert gap < ec.SERVED_RTOL, (record["index"], gap)
     total = sum(float(n.sum()) for n in want) / sum(len(n) for n in want)
-    assert abs(got.value - torch.tensor(total).exp().item()) / got.value < 1e-4
+    assert abs(got.value - torch.tensor(total).exp().item()) / got.value < ec.SERVED_RTOL
+
+
+def test_with_a_bos_first_the_first_token_is_scored_as_lm_eval_scores_it(server, local):
+    """load_served(add_bos=True) with the server's own tokenizer puts SmolLM2's BOS before every
+    text (lm-evaluation-harness's rolling rule), and equals the float64 in-process score of the
+    same tokens."""
+    model, tok = local
+    texts = ec.load_fixtures()["lm"]
+    remote, served_tok = ec.load_served(server.url, server.model, add_bos=True, progress=False)
+    assert served_tok.bos_ids == (tok.bos_id,) == (1,)  # <|im_start|>, as lm-eval's prefix token
+    got = ec.perplexity_eval(remote, served_tok, texts)
+    want = float64_window_nll(model, [([tok.bos_id, *tok.encode(t)], 1) for t in texts])
+    assert got.extras["first_token_scored"] and got.extras["total_tokens"] == sum(map(len, want))
+    total = sum(float(n.sum()) for n in want)
+    assert abs(got.extras["total_nll"] - total) / total < ec.SERVED_RTOL
 
 
 def test_rolling_windows_score_every_token_once_through_the_server(served, local):
@@ -89,7 +105,7 @@ def test_rolling_windows_score_every_token_once_through_the_server(served, local
     spans = ec.rolling_windows(len(ids), 24, 10)
     want = torch.cat(float64_window_nll(local[0], [(ids[b:e], f - b) for b, e, f in spans]))
     assert got.extras["total_tokens"] == len(ids) - 1 == len(want) and len(spans) > 3
-    assert abs(got.extras["total_nll"] - float(want.sum())) / float(want.sum()) < 1e-4
+    assert abs(got.extras["total_nll"] - float(want.sum())) / float(want.sum()) < ec.SERVED_RTOL
 
 
 def test_choice_logliks_equal_the_in_process_ones(served, local):
@@ -105,7 +121,7 @@ def test_choice_logliks_equal_the_in_process_ones(served, local):
     for row in got:
         for value in row:
             expected = next(want)
-            assert abs(value - expected) / abs(expected) < 1e-4
+            assert abs(value - expected) < ec.SERVED_LOGLIK_ATOL, (value, expected)
 
 
 def test_greedy_chat_answers_equal_hugging_face_greedy_generate(served, local):
@@ -133,14 +149,15 @@ def test_in_flight_requests_change_nothing(server, local):
     four = ec.load_served(server.url, server.model, tok, max_in_flight=4, progress=False)[0]
     a, b = one.prompt_logprobs(ids), four.prompt_logprobs(ids[::-1])[::-1]
     assert [len(x) for x in a] == [len(x) for x in b] == [len(x) for x in ids]
-    assert max(abs(x - y) for p, q in zip(a, b) for x, y in zip(p[1:], q[1:])) < 1e-4
+    # measured identical (0) under three kernel choices of the server; bounded as one token is
+    assert max(abs(x - y) for p, q in zip(a, b) for x, y in zip(p[1:], q[1:])) < ec.SANITY_TOLERANCE
 
 
 def test_the_sanity_check_passes_on_vllm(served, local):
     model, tok = local
     check = ec.served_sanity_check(served, model, tok, ec.load_fixtures()["lm"][:4])
     assert check["passed"], check["verdict"]
-    assert check["mean_abs_diff_shifted"] > 0.5  # a shift would be unmistakable
+    assert check["mean_abs_diff_next_position"] > 0.5  # llama-cpp-python's fault is unmistakable
 
 
 def test_the_served_context_is_read_from_the_server(served):
