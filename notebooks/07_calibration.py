@@ -334,7 +334,7 @@ assert fitted.extras["nll"] < x["nll"] / 3 and fitted.value > cal.value  # NLL d
 # NBVAL_CHECK_OUTPUT
 by_nll = sorted(cal.per_example, key=lambda r: r["nll"], reverse=True)
 for r in by_nll[:3]:
-    print(f"{r['question']!r}: picks {r['prediction']!r} at {r['confidence']:.6g}; "
+    print(f"{r['question']!r}: picks {r['prediction']!r} at {r['confidence']:.3g}; "
           f"gold {r['gold']!r} gets {r['probabilities'][r['choices'].index(r['gold'])]:.3g}, "
           f"NLL {r['nll']:.4g} nats")
 share = sum(r["nll"] for r in by_nll[:3]) / sum(r["nll"] for r in by_nll)

@@ -795,8 +795,8 @@ for name, res in mc.items():
         if rec["pred"] != rec["pred_norm"]:
             acc_pick, norm_pick = it["choices"][rec["pred"]], it["choices"][rec["pred_norm"]]
             rows.append({"model": name, "question": it["question"][:34], "gold": it["choices"][it["gold"]],
-                         "acc picks": f"{acc_pick} ({lls[rec['pred']]:.3g})",
-                         "acc_norm picks": f"{norm_pick} ({lls[rec['pred_norm']]:.3g})",
+                         "acc picks": f"{acc_pick} ({lls[rec['pred']]:.2g})",
+                         "acc_norm picks": f"{norm_pick} ({lls[rec['pred_norm']]:.2g})",
                          "outcome": ("acc_norm right" if rec["score_norm"] else
                                      "acc right" if rec["score"] else "both wrong")})
 disagree = pd.DataFrame(rows)
@@ -806,13 +806,13 @@ pacific = {c: ll for c, (ll, _) in zip(["Pacific", "Pacific Ocean"], ec.completi
 print(f"BPE GPT-2: ' Ocean' after ' Pacific' costs {pacific['Pacific'] - pacific['Pacific Ocean']:.3g} nats")
 
 # %% [markdown]
-# (Each pick shows its log-likelihood in nats.) Every time the two disagree, acc_norm picks the
+# (Each pick shows its log-likelihood in nats, to two digits: a third moves on other CPUs.) Every time the two disagree, acc_norm picks the
 # **longer** choice. That is not a coincidence. Log-likelihoods are negative; if acc prefers choice
 # *i* (higher log-likelihood, |ℓᵢ| < |ℓⱼ|) but acc_norm prefers *j* (|ℓⱼ| / lenⱼ < |ℓᵢ| / lenᵢ), then
 # lenⱼ > lenᵢ · |ℓⱼ| / |ℓᵢ| > lenᵢ.
 #
 # Raw log-likelihood makes a long choice pay for every token it has: "Pacific Ocean" costs the BPE
-# model 2.08 nats against 1.54 for the wrong "Jupiter", though after "Pacific" the word "Ocean" is
+# model 2.1 nats against 1.5 for the wrong "Jupiter", though after "Pacific" the word "Ocean" is
 # nearly free (0.0316 nats, printed above). Dividing by the length fixes that: in the one item
 # acc_norm rescues, "Pacific Ocean", the gold is the longer choice. It backfires in six: a
 # one-character gold like "8" or "7" is divided by 1, while a long distractor such as "0 degrees

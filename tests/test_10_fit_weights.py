@@ -282,3 +282,34 @@ def test_a_prior_over_evals_whose_default_weight_is_zero():
     fit = ec.fit_weights(models, ["a", "b", "c"], prior={"calibration": 0.5, "robustness": 0.5})
     assert fit.realisable and fit.best_margin == pytest.approx(0.2, abs=1e-9)  # all on calibration
     assert fit.scores["a"] > fit.scores["b"] > fit.scores["c"]
+
+
+# Lesson 10's own degenerate case (issue 26): refitted without shipped+cut, the four other models'
+# nearest weights tie in L1 along a whole edge, between (0.481, 0.3, 0.219, 0) and
+# (0.481, 0.3, 0.019, 0.2). Before the L2 tie-break the pick went by the last bits of the model
+# features, so ATEN_CPU_CAPABILITY=default ranked the held-out model 2nd instead of 3rd.
+LESSON_10_WITHOUT_CUT = {
+    "shipped T=1.5": (0.3491158645164986, 0.3, 0.29793439317820114, 0.39),
+    "shipped": (0.33728984627803477, 0.3, 0.29793439317820114, 0.39),
+    "shipped+prefix": (0.33728984627803477, 0.0, 0.28064881940571806, 0.36),
+    "early": (0.27098875962035956, 0.0, 0.06031962316859342, 0.22000000000000003),
+}
+
+
+def test_tied_vertices_go_to_the_nearest_in_l2_whatever_the_last_bits():
+    rng = random.Random(0)
+    picks = set()
+    for trial in range(30):  # each feature moved by up to 1e-13, as another CPU's float32 sums
+        wobble = 0 if trial == 0 else 1e-13
+        models = {
+            m: model(*(v * (1 + rng.uniform(-wobble, wobble)) for v in values))
+            for m, values in LESSON_10_WITHOUT_CUT.items()
+        }
+        fit = ec.fit_weights(models, list(LESSON_10_WITHOUT_CUT))
+        picks.add(tuple(round(fit.weights[n], 6) for n in EVALS))
+    assert picks == {(0.481037, 0.3, 0.218963, 0.0)}, picks
+    edge = [(0.481037, 0.3, 0.218963, 0.0), (0.481037, 0.3, 0.018963, 0.2)]
+    prior = [DEFAULTS[n] for n in EVALS]
+    l1 = [sum(abs(w - p) for w, p in zip(v, prior)) for v in edge]
+    l2 = [sum((w - p) ** 2 for w, p in zip(v, prior)) for v in edge]
+    assert l1[0] == pytest.approx(l1[1], abs=1e-12) and l2[0] < l2[1]  # tied in L1, not in L2

