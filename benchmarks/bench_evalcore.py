@@ -135,33 +135,29 @@ def bench_generate(tok, n_prompts=20, new_tokens=32):
     )
 
 
-@torch.no_grad()
-def hf_batched_generate(model, tok, prompts, new_tokens):
-    """transformers' own greedy generate on the left-padded batch: the baseline to match."""
+def left_padded(tok, prompts):
+    """The prompts' ids, left-padded into one batch, and its attention mask: (B, L) each."""
     encoded = [tok.encode_prompt(q) for q in prompts]
     L = max(map(len, encoded))
     ids = torch.tensor([[tok.pad_id] * (L - len(p)) + p for p in encoded])
-    mask = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in encoded])
-    out = model.hf.generate(
-        ids,
-        attention_mask=mask,
-        do_sample=False,
-        max_new_tokens=new_tokens,
-        eos_token_id=sorted(tok.stop_ids),
-        pad_token_id=tok.pad_id,
-    )
-    answers = []
-    for row in out[:, L:].tolist():
-        stop = next((i for i, t in enumerate(row) if t in tok.stop_ids), len(row))
-        answers.append(tok.decode_answer(row[:stop]))
-    return answers
+    return ids, torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in encoded])
+
+
+def hf_batched_generate(model, tok, prompts, new_tokens):
+    """transformers' own greedy generate on the left-padded batch: the baseline to match."""
+    return hf_generate_kept(model, tok, prompts, new_tokens, [], do_sample=False)[1]
+
+
+def timed(fn):
+    """(fn(), wall seconds, CPU seconds of this process) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def wall_and_cpu(fn):
     """(wall seconds, CPU seconds of this process) of one call of fn()."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return timed(fn)[1:]
 
 
 def interleaved(fns, rounds):
@@ -261,17 +257,15 @@ def hf_generate_kept(model, tok, prompts, new_tokens, stop, **sampling):
     end of its first stop string) and its answer cut before the stop string, as evalcore cuts it."""
     from transformers import StoppingCriteriaList
 
-    encoded = [tok.encode_prompt(q) for q in prompts]
-    L = max(map(len, encoded))
-    ids = torch.tensor([[tok.pad_id] * (L - len(p)) + p for p in encoded])
-    mask = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in encoded])
+    ids, mask = left_padded(tok, prompts)
+    L = ids.shape[1]
     out = model.hf.generate(
         ids,
         attention_mask=mask,
         max_new_tokens=new_tokens,
         eos_token_id=sorted(tok.stop_ids),
         pad_token_id=tok.pad_id,
-        stopping_criteria=StoppingCriteriaList([answer_stop(tok, L, stop)]),
+        stopping_criteria=StoppingCriteriaList([answer_stop(tok, L, stop)] if stop else []),
         **sampling,
     )
     rows, texts = [], []
@@ -303,13 +297,6 @@ def matmul_gflops(rows=64, repeat=20):
     a, w = torch.randn(rows, 576), torch.randn(576, 1536)
     seconds = best_of(lambda: [a @ w for _ in range(repeat)], 5)
     return 2 * rows * 576 * 1536 * repeat / seconds / 1e9
-
-
-def timed(fn):
-    """(fn(), wall seconds, CPU seconds of this process) of one call."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def report_greedy(model, tok, prompts, ours, theirs):
@@ -348,6 +335,8 @@ def bench_decoding(n_greedy=64, n_sampled=8, n=8, new_tokens=192, threads=2):
     tok, prompts, stop = found
     greedy, sampled, stop = prompts[:n_greedy], prompts[:n_sampled], list(stop)
     sampling = dict(temperature=0.8, top_p=0.95)
+    ec.sample(model, tok, prompts[:2], n=2, max_new_tokens=4, **sampling)  # warm both up, untimed
+    hf_generate_kept(model, tok, prompts[:2], 4, stop, do_sample=False)
     ours = timed(lambda: ec._decode(model, tok, greedy, new_tokens, stop=tuple(stop)))
     theirs = timed(lambda: hf_generate_kept(model, tok, greedy, new_tokens, stop, do_sample=False))
     ours_s = timed(lambda: ec._decode(model, tok, sampled, new_tokens, n, stop=tuple(stop),
