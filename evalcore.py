@@ -971,6 +971,7 @@ class _Row:
         self.prompt, self.sample, self.rng, self.tokens, self.text = prompt, sample, rng, [], None
 
 
+@torch.no_grad()  # the tests and the bench call it directly: no autograd graph over the steps
 def _decode(model, tok, instructions, max_new_tokens, n=1, temperature=0.0, top_p=1.0,
             seed=SEED, stop=(), batch_size=None):  # fmt: skip
     """Per instruction, its n finished _Rows, in sample order. Prompts are decoded longest first
