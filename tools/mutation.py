@@ -86,6 +86,7 @@ AREA_TESTS = {
     ),
     "length_batches": ("test_01_length_batches.py", "test_01_perplexity.py"),
     "contamination": ("test_15_contamination.py",),
+    "sampling": ("test_00_shared_sampling.py", "test_14_served_sampling.py"),
     "intervals": (
         "test_00_shared_uncertainty.py",
         "test_06_evidence.py",
@@ -768,16 +769,16 @@ MUTANTS = [
     M(
         "hf_adapter",
         "decode-counts-past-stop",
-        "        n_new += ~done  # a row's answer is its first n_new tokens\n",
-        "        n_new += 1  # a row's answer is its first n_new tokens\n",
+        "        live = [i for i, row in enumerate(batch) if row.text is None]\n",
+        "        live = list(range(len(batch))) if any(r.text is None for r in batch) else []\n",
         "a row that stopped keeps counting while others decode: its answer runs past its stop",
     ),
     M(
         "hf_adapter",
         "decode-stop-forgotten",
-        "step.logits[:, -1].argmax(-1)  # (B,)\n        done |= torch.isin(nxt, stops)\n",
-        "step.logits[:, -1].argmax(-1)  # (B,)\n        done = torch.isin(nxt, stops)\n",
-        "a stopped row counts again once its next (ignored) token is not a stop token",
+        "    if token in tok.stop_ids:\n        row.text = tok.decode_answer(row.tokens)\n",
+        "    if token == min(tok.stop_ids):\n        row.text = tok.decode_answer(row.tokens)\n",
+        "only one of the stop tokens ends an answer; it runs on through the others",
     ),
     M(
         "hf_adapter",
@@ -796,15 +797,15 @@ MUTANTS = [
     M(
         "hf_adapter",
         "decode-ids-not-moved",
-        "    ids, mask = ids.to(device), mask.to(device)\n",
+        "        ids, mask = ids.to(device), mask.to(device)\n",
         "",
         "the generation batch is left on the CPU whatever the model's device",
     ),
     M(
         "hf_adapter",
         "answers-in-batch-order",
-        "        for r, row in zip(rows, tokens):\n",
-        "        for r, row in zip(sorted(rows), tokens):\n",
+        "                out[row.prompt].append(row)\n",
+        "                out[sorted(i for i, _ in batch)[rows.index(row) // chunk]].append(row)\n",
         "answers filed in input order within a batch, though length_batches put it longest first",
     ),
     M(
@@ -910,8 +911,8 @@ MUTANTS = [
     M(
         "judge_transport",
         "generate-hides-unanswered",
-        "        if failed and not keep_unanswered:\n",
-        "        if failed and keep_unanswered:\n",
+        "    if failed and not keep_unanswered:\n",
+        "    if failed and keep_unanswered:\n",
         "generate hands back placeholders where answers failed, without saying so",
     ),
     M(
@@ -920,6 +921,95 @@ MUTANTS = [
         '        r if "unscored" in r else r | {"score": score(r["prediction"], r["reference"])}\n',
         '        r | {"score": score(r["prediction"] or "", r["reference"])}\n',
         "an answer policy scores a missing answer as the empty string",
+    ),
+    # -- Round 5: issue 28's decoder (sampling, stop strings, rows leaving the batch, served
+    # sampling and a dead server), planted as the code was written
+    M(
+        "sampling",
+        "temperature-multiplies",
+        "probs = torch.softmax(logits.double() / temperature, dim=-1)  # (B, V)",
+        "probs = torch.softmax(logits.double() * temperature, dim=-1)  # (B, V)",
+        "the logits multiplied by the temperature, not divided: hotter is sharper",
+    ),
+    M(
+        "sampling",
+        "nucleus-not-renormalised",
+        "        target = u[:, None] * cum.gather(-1, last)\n",
+        "        target = u[:, None]\n",
+        "the draw inside the nucleus uses the full distribution's scale: its last token too often",
+    ),
+    M(
+        "sampling",
+        "nucleus-one-short",
+        "(F.pad(cum[:, :-1], (1, 0)) < top_p).sum(-1, keepdim=True) - 1",
+        "(cum < top_p).sum(-1, keepdim=True) - 1",
+        "the nucleus stops before the token that reaches top_p",
+    ),
+    M(
+        "sampling",
+        "ties-by-higher-id",
+        "logits.gather(-1, candidates).argsort(dim=-1, descending=True, stable=True)",
+        "logits.gather(-1, candidates).argsort(dim=-1, descending=True)",
+        "tied tokens in whatever order the sort leaves them: draws differ between machines",
+    ),
+    M(
+        "sampling",
+        "seed-without-sample-index",
+        '_seeded_rng(seed, "sample", prompts[i], j)',
+        '_seeded_rng(seed, "sample", prompts[i])',
+        "every sample of a prompt draws the same numbers: n copies of one answer",
+    ),
+    M(
+        "sampling",
+        "seed-from-position",
+        '_seeded_rng(seed, "sample", prompts[i], j)',
+        '_seeded_rng(seed, "sample", i, j)',
+        "a sample's generator keyed by the prompt's place: reordering the prompts changes it",
+    ),
+    M(
+        "sampling",
+        "stop-string-not-cut",
+        "        row.text = text[:cut]\n",
+        "        row.text = text\n",
+        "an answer ends at a stop string but keeps it",
+    ),
+    M(
+        "sampling",
+        "ended-rows-kept",
+        "        if len(batch) - len(live) >= max(1, len(batch) // 4):\n",
+        "        if not live:\n",
+        "rows that ended stay in the batch and its KV cache until every row has ended",
+    ),
+    M(
+        "sampling",
+        "served-sends-seed",
+        'options = {"temperature": temperature, "top_p": top_p, "max_tokens": max_new_tokens}',
+        'options = {"temperature": temperature, "top_p": top_p, "max_tokens": max_new_tokens,\n'
+        '                   "seed": SEED}',
+        "a served sampling request carries a seed (it kills vLLM 0.32.0's CPU engine)",
+    ),
+    M(
+        "sampling",
+        "dead-server-unanswered",
+        "                except ServerDead:  # the other requests would fail too: not sent\n"
+        "                    pool.shutdown(cancel_futures=True)\n"
+        "                    raise\n",
+        "",
+        "a dead server's failures left as unanswered examples, every request still sent",
+    ),
+    M(
+        "sampling",
+        "no-health-is-dead",
+        "        if isinstance(status, int) and status < 500:\n",
+        "        if status == 200:\n",
+        "a server without /health (404) is reported dead",
+    ),
+    M(
+        "sampling",
+        "served-greedy-asks-n",
+        "        if temperature == 0:  # greedy: vLLM refuses n > 1; one answer is all n\n",
+        "        if False:\n",
+        "temperature 0 sent with n > 1, which vLLM refuses (HTTP 400)",
     ),
     # -- Intervals (Part 0, lesson 06): reported apart --------------------------------------
     M(
