@@ -159,10 +159,10 @@ def _recording_13_logliks():
 # to the other side of the check within one probe, and the evalcore constant that bounds it)
 QUANTITIES = {
     "lesson 13: choice log-likelihoods, live against recording_13.json": (
-        "relative",
-        lambda p, q: _relative(p["choice_logliks"], q["choice_logliks"]),
-        lambda p: _relative(p["choice_logliks"], _recording_13_logliks()),
-        "RECORDING_13_RTOL",
+        "nats",
+        lambda p, q: _absolute(p["choice_logliks"], q["choice_logliks"]),
+        lambda p: _absolute(p["choice_logliks"], _recording_13_logliks()),
+        "RECORDING_13_LOGLIK_TOLERANCE",
     ),
     "lesson 14: token log-probabilities, in-process against the recorded vLLM": (
         "nats",
