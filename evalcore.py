@@ -67,7 +67,7 @@ Lesson 15 · Has the model seen the test?  (notebooks/15_contamination.ipynb)
     load_contamination, tinygpt_statement_facts, tinygpt_training_texts, normalise_ngram,
     gpt3_ngram_n, ngram_overlap, mean_token_loss, zlib_ratio, min_k_count, min_k_prob,
     membership_scores, tpr_at_fpr, delong_auc_interval, membership_auc, ngram_share_mistake,
-    min_k_auc_mistake, flagged_counts_mistake
+    min_k_auc_mistake, tinygpt_question_facts, question_auc_mistake, flagged_counts_mistake
 Lesson 16 · Does the code run?  (notebooks/16_code_execution.ipynb)
     load_humaneval, SandboxUnavailable, SandboxWarning, ProgramResult, sandbox_info, run_program,
     run_programs, sandbox_workers, pass_at_k, pass_all_k, humaneval_program, RawPrompt,
@@ -196,10 +196,11 @@ __all__ = [
     "served_source", "close_served_source",
     # Lesson 15 · Has the model seen the test?
     "CONTAMINATION_PATH", "CONTAMINATION_GROUPS", "load_contamination", "tinygpt_statement_facts",
+    "tinygpt_question_facts",
     "tinygpt_training_texts", "normalise_ngram", "GPT3_N_RANGE", "gpt3_ngram_n", "ngram_overlap",
     "mean_token_loss", "zlib_ratio", "min_k_count", "min_k_prob", "MEMBERSHIP_SCORES",
     "membership_scores", "tpr_at_fpr", "delong_auc_interval", "membership_auc",
-    "ngram_share_mistake", "min_k_auc_mistake", "flagged_counts_mistake",
+    "ngram_share_mistake", "min_k_auc_mistake", "question_auc_mistake", "flagged_counts_mistake",
     # Lesson 16 · Does the code run?
     "HUMANEVAL_PACKAGE", "HUMANEVAL_VERSION", "HUMANEVAL_FILE", "HUMANEVAL_SHA256",
     "HUMANEVAL_PATH", "load_humaneval", "SANDBOX_OUTCOMES", "SANDBOX_TIMEOUT", "SANDBOX_MEMORY_MB",
@@ -5947,13 +5948,15 @@ def reserved_lenient_problem(reserved_lenient, lenient_drop, development, reserv
 # =================================================================================================
 # Lesson 14 · A served model: notebooks/14_served_model.ipynb
 # =================================================================================================
-# A model behind an OpenAI-compatible server (vLLM, SGLang, llama-cpp-python's) as an evalcore
-# model: the evals' two calls into a model, token_losses and generate, hand a served model its
-# windows and prompts (its window_losses and generate_answers); everything after them is lesson
-# 01-04's code. Log-likelihoods come from /v1/completions with echo and logprobs, as
-# lm-evaluation-harness's local-completions reads them; answers from /v1/chat/completions, greedy.
+# A model behind an OpenAI-compatible server (vLLM, llama-cpp-python's; others untested: run
+# served_sanity_check) as an evalcore model: the evals' two calls into a model, token_losses and
+# generate, hand a served model its windows and prompts (its window_losses and generate_answers);
+# everything after them is lesson 01-04's code. Log-likelihoods come from /v1/completions with
+# echo and logprobs, as lm-evaluation-harness's local-completions reads them; answers from
+# /v1/chat/completions, greedy.
 # llama.cpp's own server, llama-server, refuses echo ("Only no echo is supported":
-# tools/server/server-common.cpp, oaicompat_completion_params_parse), so it gives answers only;
+# tools/server/server-common.cpp, tools/server/utils.hpp in older releases,
+# oaicompat_completion_params_parse), so it gives answers only;
 # llama-cpp-python's (`python -m llama_cpp.server`) echoes, with the faults lesson 14 shows.
 
 SERVED_IN_FLIGHT = 4  # requests in flight at once: vLLM batches them; 1 is one at a time
@@ -6247,10 +6250,11 @@ def close_served_source(source, recording_path):
 # =================================================================================================
 
 # Two sides of one question. The data side: when the training corpus is known, count the test
-# text's word n-grams found in it (GPT-3 set n per benchmark, 8 to 13 words; lm-evaluation-harness's
-# janitor defaults to 13; PaLM used 8-grams and a 70% share). The model side: when it is not, score
-# each text by how unsurprised the model is (mean loss, the zlib ratio, Min-K% Prob) and ask how
-# well that separates texts known to be in training from texts known to be out of it.
+# text's word n-grams found in it (GPT-3 set n per benchmark, 8 to 13 words for its non-synthetic
+# ones; lm-evaluation-harness's janitor defaults to 13; PaLM used 8-grams and a 70% share). The
+# model side: when it is not, score each text by how unsurprised the model is (mean loss, the zlib
+# ratio, Min-K% Prob) and ask how well that separates texts known to be in training from texts
+# known to be out of it.
 CONTAMINATION_PATH = ROOT / "data" / "contamination.json"
 
 
@@ -6294,6 +6298,25 @@ def tinygpt_statement_facts(path=CONTAMINATION_PATH):
     return {s: facts[s] for s in statements}
 
 
+def tinygpt_question_facts(path=CONTAMINATION_PATH):
+    """The fact each of TinyGPT's training questions asks about, {question: fact id} in training
+    order, in the fact ids of load_fixtures()["facts"] (5 questions a fact).
+
+    Lesson 15."""
+    facts = json.loads(Path(path).read_text(encoding="utf-8"))["tinygpt_question_facts"]["facts"]
+    questions = [q for q, _ in json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["qa"]]
+    if sorted(facts) != sorted(questions):
+        raise ValueError(
+            f"{path}: tinygpt_question_facts must name each of the {len(questions)} training "
+            f"questions once; missing {sorted(set(questions) - set(facts))}, "
+            f"extra {sorted(set(facts) - set(questions))}"
+        )
+    bad = {q: f for q, f in facts.items() if not isinstance(f, str) or not f}
+    if bad:
+        raise ValueError(f"{path}: each question's fact must be a non-empty str, got {bad!r}")
+    return {q: facts[q] for q in questions}
+
+
 def tinygpt_training_texts(tok=None):
     """Every plain text TinyGPT trained on, exactly: each training sequence cut at its special
     tokens (statements, question framings, answers), decoded, without duplicates, in order.
@@ -6328,13 +6351,14 @@ def normalise_ngram(text):
     return text.translate(_NGRAM_TABLE)
 
 
-GPT3_N_RANGE = (8, 13)  # GPT-3's Appendix C: each benchmark's n is at least 8, at most 13 words
+GPT3_N_RANGE = (8, 13)  # GPT-3's Appendix C: n at least 8 (non-synthetic tasks), at most 13 words
 
 
 def gpt3_ngram_n(texts, normalise=normalise_ngram):
     """GPT-3's n for one benchmark (Brown et al. 2020, Appendix C, Table C.1): the 5th percentile
-    of its examples' lengths in words, at least 8 and at most 13 (GPT3_N_RANGE). The paper does
-    not say how it interpolates or rounds: here numpy's default percentile, rounded down.
+    of its examples' lengths in words, at least 8 (its rule for non-synthetic tasks; its word
+    scrambles went down to 2) and at most 13 (GPT3_N_RANGE). The paper does not say how it
+    interpolates or rounds: here numpy's default percentile, rounded down.
 
     Lesson 15."""
     import numpy
@@ -6576,16 +6600,40 @@ def _membership_weights(m, n, groups_members, groups_nonmembers, n_resamples, se
     return weights[:, :m], weights[:, m:], units
 
 
-def _delong_logit_interval(wins, confidence):
-    """DeLong's variance of the AUC from the pair credits wins (m, n), as an interval on the logit
-    scale mapped back to (0, 1); None where it is undefined (a group under 2, AUC 0 or 1)."""
+def _clustered_auc_variance(wins, labels_members, labels_nonmembers):
+    """Obuchowski's (1997) variance of the AUC when texts come in clusters: DeLong's structural
+    components summed per cluster, plus their covariance within a cluster. None under 2 clusters."""
+    m, n = wins.shape
+    index, k = _group_index(list(labels_members) + list(labels_nonmembers), m + n)
+    if k < 2:
+        return None
+    auc = wins.mean()
+    member_of = torch.zeros(k, m, dtype=torch.float64)  # (K, m): 1 where member j is in cluster i
+    member_of[index[:m], range(m)] = 1.0
+    nonmember_of = torch.zeros(k, n, dtype=torch.float64)  # (K, n)
+    nonmember_of[index[m:], range(n)] = 1.0
+    v10 = member_of @ wins.mean(1) - member_of.sum(1) * auc  # (K,) each cluster's members
+    v01 = nonmember_of @ wins.mean(0) - nonmember_of.sum(1) * auc  # (K,) and its non-members
+    s10, s01, s11 = (k / (k - 1) * (a * b).sum() for a, b in ((v10, v10), (v01, v01), (v10, v01)))
+    return float(s10 / m**2 + s01 / n**2 + 2 * s11 / (m * n))
+
+
+def _delong_logit_interval(wins, confidence, labels_members=None, labels_nonmembers=None):
+    """DeLong's variance of the AUC from the pair credits wins (m, n), or with cluster labels
+    Obuchowski's, as an interval on the logit scale mapped back to (0, 1); None where it is
+    undefined (a group under 2, AUC 0 or 1, a variance of 0 or below)."""
     m, n = wins.shape
     if m < 2 or n < 2:
         return None
     auc = float(wins.mean())
-    # structural components: each member's credit over the non-members, and the reverse
-    variance = float(wins.mean(1).var() / m + wins.mean(0).var() / n)  # var: 1/(k - 1)
-    if variance == 0:  # AUC 0 or 1 (every pair lost or won), or every score tied
+    if labels_members is None and labels_nonmembers is None:
+        # structural components: each member's credit over the non-members, and the reverse
+        variance = float(wins.mean(1).var() / m + wins.mean(0).var() / n)  # var: 1/(k - 1)
+    else:
+        labels_members = _group_labels("groups_members", labels_members, m)
+        labels_nonmembers = _group_labels("groups_nonmembers", labels_nonmembers, n)
+        variance = _clustered_auc_variance(wins, labels_members, labels_nonmembers)
+    if variance is None or variance <= 0 or auc in (0.0, 1.0):  # every pair lost or won, or tied
         return None
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     centre = math.log(auc / (1 - auc))
@@ -6593,17 +6641,27 @@ def _delong_logit_interval(wins, confidence):
     return [1 / (1 + math.exp(half - centre)), 1 / (1 + math.exp(-half - centre))]
 
 
-def delong_auc_interval(scores_members, scores_nonmembers, higher_is_member=True, confidence=0.95):
+def delong_auc_interval(
+    scores_members,
+    scores_nonmembers,
+    higher_is_member=True,
+    confidence=0.95,
+    groups_members=None,
+    groups_nonmembers=None,
+):
     """AUC interval from DeLong's variance (DeLong et al. 1988), on the logit scale: inside (0, 1)
     and, unlike a percentile bootstrap, near its coverage at a dozen texts a group with AUC near 1
-    (measured in tests/test_15_contamination.py). Texts independent; None at AUC 0 or 1.
+    (measured in tests/test_15_contamination.py). Texts independent, or with groups_members /
+    groups_nonmembers (one label per text) clustered: Obuchowski's variance (Biometrics 1997),
+    which adds the covariance of a cluster's members and non-members. None at AUC 0 or 1.
 
     Lesson 15."""
     members = _check_group_scores("scores_members", scores_members)
     nonmembers = _check_group_scores("scores_nonmembers", scores_nonmembers)
     _check_number("confidence", confidence, 0, 1, open_low=True, open_high=True)
     sign = 1.0 if higher_is_member else -1.0
-    return _delong_logit_interval(_pair_wins(sign * members, sign * nonmembers), confidence)
+    wins = _pair_wins(sign * members, sign * nonmembers)
+    return _delong_logit_interval(wins, confidence, groups_members, groups_nonmembers)
 
 
 def membership_auc(
@@ -6621,10 +6679,11 @@ def membership_auc(
     scikit-learn's roc_auc_score), "ci95" (percentile bootstrap: members and non-members resampled
     apart, or with groups_members / groups_nonmembers, one label per text, whole groups drawn, a
     group's members and non-members together; resamples left with no member or no non-member are
-    left out), "ci95_delong" (delong_auc_interval; None with groups), "tpr_at_fpr" and "n_flagged"
-    (see tpr_at_fpr; no interval: a few non-members set its threshold alone), "p_value" (one-sided
-    permutation test of no separation, texts relabelled) and "null95" (the middle 95% of AUCs
-    random labels give). An interval is None with fewer than 2 texts (or groups) to draw.
+    left out), "ci95_delong" (delong_auc_interval, clustered by the same groups), "tpr_at_fpr" and
+    "n_flagged" (see tpr_at_fpr; no interval: a few non-members set its threshold alone),
+    "p_value" (one-sided permutation test of no separation, single texts relabelled, whatever the
+    groups) and "null95" (the middle 95% of AUCs random labels give). An interval is None with
+    fewer than 2 texts (or groups) to draw.
 
     Lesson 15."""
     members = _check_group_scores("scores_members", scores_members)
@@ -6643,7 +6702,7 @@ def membership_auc(
     out = {
         "auc": float(wins.mean()),
         "ci95": None,
-        "ci95_delong": None if grouped else _delong_logit_interval(wins, 0.95),
+        "ci95_delong": _delong_logit_interval(wins, 0.95, groups_members, groups_nonmembers),
         "resampled": f"{units} groups" if grouped else "texts",
         "tpr_at_fpr": tpr,
         "n_flagged": round(tpr * m),
@@ -6699,19 +6758,45 @@ def _hand_share(question, corpus_texts, n, normalise=normalise_ngram, across_tex
     return sum(found) / len(found) if found else None
 
 
+def _joined_texts_probe(corpus_texts, n, normalise=normalise_ngram):
+    """A text of the last n - 1 words of one corpus text and the first n - 1 of the next, whose
+    share changes when the corpus is joined into one text; None if no neighbours give one."""
+    for a, b in zip(corpus_texts, corpus_texts[1:]):
+        left, right = normalise(a).split(), normalise(b).split()
+        if min(len(left), len(right)) < n - 1:
+            continue
+        probe = " ".join(left[len(left) - n + 1 :] + right[: n - 1])
+        if _hand_share(probe, corpus_texts, n) != _hand_share(
+            probe, corpus_texts, n, across_texts=True
+        ):
+            return probe
+    return None
+
+
 def ngram_share_mistake(share_fn, questions, corpus_texts, n=5):
     """Lesson 15's exercise 1: None when share_fn(q) is each question's share of word n-grams found
-    in corpus_texts (ngram_overlap's share), else what is wrong, without the right value.
+    in corpus_texts (ngram_overlap's share), and a text spanning two neighbouring corpus texts'
+    share too, else what is wrong, without the right value.
 
     Lesson 15."""
-    for r in ngram_overlap(questions, corpus_texts, n=n):
+    records = ngram_overlap(questions, corpus_texts, n=n)
+    probe = _joined_texts_probe(corpus_texts, n)
+    if probe is not None:
+        records += [{**ngram_overlap([probe], corpus_texts, n=n)[0], "probe": True}]
+    for r in records:
         if r["share"] is None:
             raise ValueError(f"questions[{r['index']}] has fewer than {n} words: no share to check")
         q, got = r["text"], share_fn(r["text"])
         if (problem := _answer_number(f"share_by_hand({q!r})", got)) is not None:
             return problem
         if abs(got - r["share"]) >= 1e-12:
-            return f"share_by_hand({q!r}) is not its share of {n}-grams found" + _known_mistake(
+            where = (
+                f"share_by_hand({q!r}), a text made of the end of one training text and the start "
+                "of the next,"
+                if r.get("probe")
+                else f"share_by_hand({q!r})"
+            )
+            return f"{where} is not its share of {n}-grams found" + _known_mistake(
                 got,
                 [
                     (
@@ -6766,6 +6851,82 @@ def min_k_auc_mistake(auc, member_token_nll, nonmember_token_nll, k=40):
                 "the largest losses",
             ),
         ],
+    )
+
+
+def _exercise_3_parts(model, tok, training_texts, fixtures):
+    """The trained question framings and the fixture questions, their records from
+    membership_scores, and the fact of each (exercise 3's members, non-members and groups)."""
+    fact_of = {
+        f: fact for q, fact in tinygpt_question_facts().items() for f in question_framings(q)
+    }
+    trained = [t for t in training_texts if t.endswith("?")]
+    names = ("em", "f1", "judge")
+    held_out = [q for name in names for q, _ in fixtures[name]]
+    groups = (
+        [fact_of[t] for t in trained],
+        [f for name in names for f in fixtures["facts"][name]],
+    )
+    texts = membership_scores(model, tok, trained), membership_scores(model, tok, held_out)
+    return texts, groups
+
+
+def question_auc_mistake(question_auc, model, tok, training_texts, fixtures):
+    """Lesson 15's exercise 3: None when question_auc is membership_auc's result for mean token
+    loss, trained question framings against the fixture questions, whole facts resampled on both
+    sides, else what is wrong, without the right values.
+
+    Lesson 15."""
+    keys = {"auc", "ci95", "n_members", "n_nonmembers", "higher_is_member"}
+    if not isinstance(question_auc, dict) or not keys <= set(question_auc):
+        return f"question_auc must be the dict ec.membership_auc returns, got {question_auc!r:.80}"
+    (members, nonmembers), (g_m, g_n) = _exercise_3_parts(model, tok, training_texts, fixtures)
+    counts = (question_auc["n_members"], question_auc["n_nonmembers"])
+    if counts != (len(members), len(nonmembers)):
+        return (
+            f"question_auc has {counts[0]} members and {counts[1]} non-members: the members are "
+            "every text in training_texts ending in '?', the non-members the 60 fixture questions"
+        )
+
+    def result(score, **groups):
+        m, n = [x[score] for x in members], [x[score] for x in nonmembers]
+        return membership_auc(m, n, higher_is_member=MEMBERSHIP_SCORES[score], **groups)
+
+    expected = result("mean_loss", groups_members=g_m, groups_nonmembers=g_n)
+    if (problem := _answer_number("question_auc['auc']", question_auc["auc"])) is not None:
+        return problem
+    if abs(question_auc["auc"] - expected["auc"]) >= 1e-9:
+        return "question_auc['auc'] is not mean token loss's AUC" + _known_mistake(
+            question_auc["auc"],
+            [
+                (
+                    1 - expected["auc"],
+                    "the direction is reversed: a lower loss means more likely seen",
+                ),
+                (
+                    result("zlib_ratio")["auc"],
+                    "that is the zlib ratio's AUC, not mean token loss's",
+                ),
+                (result("min_k_prob")["auc"], "that is Min-K% Prob's AUC, not mean token loss's"),
+            ],
+        )
+    ci = question_auc["ci95"]
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2:
+        return f"question_auc['ci95'] must be the interval ec.membership_auc returns, got {ci!r}"
+    if max(abs(a - b) for a, b in zip(ci, expected["ci95"])) < 1e-9:
+        return None
+    wrong_units = [
+        (result("mean_loss")["ci95"], "it resamples single texts"),
+        (result("mean_loss", groups_members=g_m)["ci95"], "it groups only the trained questions"),
+        (
+            result("mean_loss", groups_nonmembers=g_n)["ci95"],
+            "it groups only the fixture questions",
+        ),
+    ]
+    why = next((h for v, h in wrong_units if max(abs(a - b) for a, b in zip(ci, v)) < 1e-9), None)
+    return (
+        "question_auc['ci95'] does not resample whole facts on both sides (groups_members and "
+        "groups_nonmembers, one fact label per text)" + (f": {why}" if why else "")
     )
 
 
@@ -8575,8 +8736,8 @@ class ServedModel(HTTPClient):
 
 
 class ServedTokenizer(HTTPClient, _AnswerFormat):
-    """The served model's own tokenizer, read from the server: /tokenize and /detokenize (vLLM and
-    SGLang offer them), its end token from /tokenizer_info (vLLM, started with
+    """The served model's own tokenizer, read from the server: /tokenize and /detokenize (vLLM's;
+    other servers untested), its end token from /tokenizer_info (vLLM, started with
     --enable-tokenizer-info-endpoint, as VLLMServer starts it). One request per text: slower than a
     local copy, which load_served prefers when you have one. add_bos as HFTokenizer's: the
     server's bos_token (else its eos_token) before every plain text and plain prompt.

@@ -15,11 +15,12 @@
 # %% [markdown]
 # # 15 · Has the model seen the test? Contamination from the data side and the model side
 #
-# A benchmark score means little if the model trained on the benchmark. Every serious evaluation report
-# now says how it checked. There are two sides to the check. When the training corpus is known, look in
-# it: count the test's word n-grams that occur there (the GPT-3 paper chose n per benchmark, from 8 to
-# 13 words; PaLM used 8-grams). When it is not, ask the model: a text it trained on tends to be less
-# surprising to it, and membership scores turn that into a number per text.
+# A benchmark score means little if the model trained on the benchmark. Every serious evaluation
+# report now says how it checked. There are two sides to the check. When the training corpus is
+# known, look in it: count the test's word n-grams that occur there (the GPT-3 paper chose n per
+# benchmark, from 8 to 13 words for its non-synthetic benchmarks; PaLM used 8-grams). When it is
+# not, ask the model: a text it trained on tends to be less surprising to it, and membership scores
+# turn that into a number per text.
 #
 # This course holds a case that papers on the subject rarely have: TinyGPT's complete training text,
 # so we know exactly which texts it saw. We check both sides there first, then take the model-side
@@ -33,15 +34,16 @@
 #   answer is in it: verbatim overlap is low while the facts are all "seen", and what that means for
 #   every TinyGPT number earlier in the course;
 # - three membership scores (mean token loss, the zlib ratio, Min-K% Prob), computed by hand and by
-#   evalcore, and how to measure how well they separate members from non-members: AUC with an interval
-#   that resamples the unit the data come in (facts, where texts share them), DeLong's interval where a
-#   dozen texts a group make a bootstrap too narrow, the true-positive rate at no false positive (a
-#   count that one text sets), and what chance gives;
+#   evalcore, and how to measure how well they separate members from non-members: AUC with an
+#   interval that resamples the unit the data come in (facts, where texts share them), DeLong's
+#   interval where a dozen texts a group make a bootstrap too narrow (with matched texts as
+#   clusters: Obuchowski's), the true-positive rate at no false positive (a count that one text
+#   sets), and what chance gives;
 # - what these scores show on SmolLM2 for famous texts, close paraphrases of them and fresh texts, and
 #   what they cannot show;
 # - what a practitioner reports next to a score.
 #
-# **Time needed:** about 80 minutes.
+# **Time needed:** about 85 minutes.
 #
 # **Builds on:** lesson 01 (token losses), lesson 05 (intervals on every number), lesson 06 (a frozen
 # protocol with reserved cases), lesson 11 (a Hugging Face model behind evalcore's interface) and
@@ -61,6 +63,7 @@ import json
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from scipy import stats
 import torch
 
 import evalcore as ec
@@ -90,7 +93,8 @@ for t in training_texts[:2] + training_texts[-2:]:
 # consecutive words. A test text counts as contaminated if **any** of its n-grams occurs anywhere in
 # the training corpus. Which n? The harness's `Janitor` defaults to 13. The GPT-3 paper (Brown et al.
 # 2020, Appendix C, Table C.1) chose n per benchmark: the 5th percentile of its examples' lengths in
-# words, but at least 8 and at most 13, so WebQs, PIQA and OpenBookQA were checked at n = 8. Thirteen
+# words, but at least 8 (on its non-synthetic benchmarks; its word-scrambling tasks went down to 2)
+# and at most 13, so WebQs, PIQA and OpenBookQA were checked at n = 8. Thirteen
 # is the cap, and the n of the filter GPT-3 ran over its own training data. `ec.gpt3_ngram_n` computes
 # that n for a list of texts. PaLM's report used 8-grams and a softer rule: an example is contaminated
 # when **at least 70%** of its 8-grams occur. `ec.ngram_overlap` returns, per test text, the share of
@@ -298,18 +302,21 @@ assert abs(by_hand - first["min_k_prob"]) < 1e-12, (by_hand, first["min_k_prob"]
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
 # AUC per score, facts resampled: ec.membership_auc(members, non-members, higher_is_member, groups_members=..., groups_nonmembers=...); defines: auc_table, fmt, tiny_auc
-def auc_table(members, nonmembers, **groups):
-    """Per score: the AUC, its 95% CI (groups resampled if given, else DeLong's), the percentile
-    bootstrap over single texts, the members flagged at no false positive, and chance."""
+def auc_table(members, nonmembers, interval="ci95", **groups):
+    """Per score: the AUC, its 95% CI (`interval`: the groups' bootstrap "ci95", or DeLong's,
+    clustered by the groups if given), DeLong's and the percentile bootstrap with single texts,
+    the members flagged at no false positive, and chance (single texts relabelled)."""
     rows = {}
     for score, higher in ec.MEMBERSHIP_SCORES.items():
         m, n = [x[score] for x in members], [x[score] for x in nonmembers]
         r = ec.membership_auc(m, n, higher_is_member=higher, **groups)
         by_text = ec.membership_auc(m, n, higher_is_member=higher)
-        rows[score] = {"AUC": r["auc"], "95% CI": r["ci95"] if groups else r["ci95_delong"],
+        floor = 1 / 2001  # the smallest p 2,000 permutations can give
+        rows[score] = {"AUC": r["auc"], "95% CI": r[interval], "DeLong, texts": by_text["ci95_delong"],
                        "texts resampled": by_text["ci95"], "resampled": r["resampled"],
                        "flagged, no false positive": f"{r['n_flagged']} of {r['n_members']}",
-                       "p (permutation)": r["p_value"], "chance, middle 95%": r["null95"]}
+                       "p (permutation)": "< 0.001" if r["p_value"] <= floor else r["p_value"],
+                       "chance, middle 95%": r["null95"]}
     return pd.DataFrame(rows).T
 
 
@@ -320,13 +327,20 @@ def fmt(x):
 statement_fact = ec.tinygpt_statement_facts()
 tiny_auc = auc_table(member_scores, heldout_scores, groups_members=[statement_fact[s] for s in statements],
                      groups_nonmembers=fx["facts"]["lm"])
-print(tiny_auc.map(fmt).to_string())
+print(tiny_auc.drop(columns="DeLong, texts").map(fmt).to_string())
 
 # %%
 assert set(tiny_auc["resampled"]) == {"25 groups"}, set(tiny_auc["resampled"])  # 24 facts + the text on all
 assert all(tiny_auc.loc[s, "95% CI"][0] > tiny_auc.loc[s, "chance, middle 95%"][1] for s in ["mean_loss", "min_k_prob"])
 assert tiny_auc.loc["min_k_prob", "AUC"] > tiny_auc.loc["zlib_ratio", "AUC"]
 assert tiny_auc.loc["mean_loss", "flagged, no false positive"] == "26 of 60", tiny_auc.loc["mean_loss"].to_dict()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for name, group in (("trained", member_scores), ("held out", heldout_scores)):
+    print(f"{name:>8}: {np.mean([len(s['text'].encode()) for s in group]):.0f} bytes, "
+          f"{np.mean([s['n_tokens'] for s in group]):.0f} tokens scored on average")
+assert np.mean([len(s["text"]) for s in heldout_scores]) > 1.5 * np.mean([len(s["text"]) for s in member_scores])
 
 # %%
 def roc_points(members, nonmembers, higher_is_member):
@@ -355,7 +369,11 @@ plt.show()
 # %% [markdown]
 # With the truth known, the model side works, and not perfectly: mean loss separates trained from
 # held-out texts with AUC 0.825 [0.748, 0.902] and Min-20% Prob with 0.8975 [0.824, 0.964], facts
-# resampled, far above what random labels give (their middle 95% lies between about 0.36 and 0.64).
+# resampled, far above what random labels give (their middle 95% lies between about 0.36 and 0.64;
+# "< 0.001" is the floor, 1/2001, that 2,000 relabellings can give). Those relabel single texts,
+# ignoring the facts, so chance's range is, if anything, a little too narrow. The intervals are
+# percentile bootstraps over 25 groups, which at AUCs near 0.9 may cover a little under 95% (the
+# simulation below measures 87-89% at 12 texts a group; 25 groups were not simulated).
 # Resampling single texts instead gives [0.724, 0.908] and [0.806, 0.968]: the wrong unit, and here a
 # little wider, not narrower. Two effects pull against each other. A fact's 2-3 statements are near
 # repeats, and treating them as independent makes an interval too narrow; but a fact is drawn with
@@ -365,8 +383,8 @@ plt.show()
 # texts, mean loss finds only 26 of the 60 trained texts, a count set by the single easiest held-out
 # text. The zlib ratio does worst here
 # (0.6733 [0.563, 0.777]), for a reason that is not about membership: the held-out texts are longer on
-# average, a longer text has a longer compressed form, and that alone lowers its ratio, making it look
-# "seen".
+# average (90 bytes against the members' 45, printed above), a longer text has a longer compressed
+# form, and that alone lowers its ratio, making it look "seen".
 #
 # Note what the members and non-members share: the facts. A held-out text says "France is a country in
 # Europe, and its capital city is Paris"; TinyGPT trained on "The capital of France is Paris." The
@@ -465,42 +483,56 @@ plt.show()
 # MIT License, the preamble), while Moby-Dick's opening and The Raven cost as much as fresh text: a
 # model of 135 million parameters recites only some of what it very likely saw. Now the separation,
 # three ways, each with its interval. At 12 texts a group a percentile bootstrap of the AUC is the
-# wrong tool: an AUC near 1 leaves it little room above, and its interval comes out too narrow. The
-# 95% CI below is DeLong's (`ec.delong_auc_interval`: the variance from each text's share of won
-# pairs, the interval built on the logit scale, so it stays inside 0 to 1); the bootstrap over
-# single texts is printed beside it for comparison.
+# wrong tool: an AUC near 1 leaves it little room above, and its interval comes out too narrow.
+# DeLong's interval (`ec.delong_auc_interval`: the variance from each text's share of won pairs, the
+# interval built on the logit scale, so it stays inside 0 to 1) does better. But it takes the texts
+# as independent, and these are not: they come in 12 **matched triplets**, a famous text, its
+# paraphrase and a fresh text of the same genre and length, so a triplet's three texts share a
+# genre, a length and a difficulty. The 95% CI below is DeLong's with each triplet as a cluster
+# (Obuchowski, Biometrics 1997: `groups_members` and `groups_nonmembers` add the covariance of a
+# triplet's two texts); DeLong's with independent texts and the bootstrap over single texts are
+# printed beside it for comparison. The permutation p still relabels single texts.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 comparisons = {"famous vs fresh": ("famous", "fresh"), "famous vs paraphrase": ("famous", "paraphrase"),
                "paraphrase vs fresh": ("paraphrase", "fresh")}
-smol_auc = pd.concat({name: auc_table(group_of[a], group_of[b]) for name, (a, b) in comparisons.items()})
-columns = ["AUC", "95% CI", "texts resampled", "flagged, no false positive", "p (permutation)"]
-print(smol_auc[columns].rename(columns={"95% CI": "95% CI (DeLong)"}).map(fmt).to_string())
+triplet_of = {g: [t["of"] for t in items if t["group"] == g] for g in ec.CONTAMINATION_GROUPS}
+smol_auc = pd.concat({name: auc_table(group_of[a], group_of[b], interval="ci95_delong",
+                                      groups_members=triplet_of[a], groups_nonmembers=triplet_of[b])
+                      for name, (a, b) in comparisons.items()})
+columns = ["AUC", "95% CI", "DeLong, texts", "texts resampled", "flagged, no false positive", "p (permutation)"]
+print(smol_auc[columns].rename(columns={"95% CI": "95% CI (triplets)"}).map(fmt).to_string())
 
 # %%
 loss_ff = smol_auc.loc[("famous vs fresh", "mean_loss")]
 assert loss_ff["95% CI"][0] > 0.5, loss_ff["95% CI"]  # famous texts are easier than fresh ones
 assert loss_ff["texts resampled"][1] == 1.0 > loss_ff["95% CI"][1], loss_ff.to_dict()  # the bootstrap runs into 1
 widths = [ci[1] - ci[0] for ci in smol_auc["95% CI"]]
-assert min(widths) > 0.35, widths  # 12 texts per group: every interval is wide
+assert 0.3 < min(widths) and max(widths) < 0.45, widths  # 12 texts per group: every interval is wide
 assert smol_auc.loc[("paraphrase vs fresh", "mean_loss"), "95% CI"][0] > 0.5  # paraphrases look "seen" too
+para_fresh = smol_auc.loc["paraphrase vs fresh"]
+assert para_fresh.loc["min_k_prob", "95% CI"][0] < 0.5 < para_fresh.loc["min_k_prob", "DeLong, texts"][0]  # only unclustered
+assert all(para_fresh.loc[s, "95% CI"][0] < para_fresh.loc[s, "DeLong, texts"][0] for s in ["mean_loss", "min_k_prob"])
 assert loss_ff["flagged, no false positive"] == "10 of 12", loss_ff["flagged, no false positive"]
 
 # %% [markdown]
-# Mean loss puts a famous text below a fresh one 89% of the time (AUC 0.8889 [0.609, 0.976]); Min-20%
-# Prob does a little less well (0.8403 [0.55, 0.958]), the zlib ratio worse again. The percentile
+# Mean loss puts a famous text below a fresh one 89% of the time (AUC 0.8889 [0.592, 0.978], triplets
+# as clusters; [0.609, 0.976] with the texts independent). The point estimates order the scores, mean
+# loss, then Min-20% Prob (0.8403 [0.541, 0.959]), then the zlib ratio; these intervals, computed on
+# the same 24 texts and overlapping almost entirely, cannot rank them. The percentile
 # bootstrap would have said [0.708, 1] and [0.632, 1]: it runs into 1, and at this size it is too
 # narrow. In a simulation in `tests/test_15_contamination.py` (12 against 12, a true AUC of 0.9) it
 # covers the true AUC in 87 to 89% of samples, DeLong's interval on the logit scale in 95 to 96%. At
 # no false positive, 10 of the 12 famous texts lie below the easiest fresh text: a count that one
 # fresh text sets (exercise 4 walks up the other false-positive rates). Famous against paraphrase,
-# mean loss gives 0.7778 [0.502, 0.924], an interval that only just leaves out a half; those two
-# groups are pairs with the same content, which DeLong's interval (texts independent) ignores, and
-# the paired view below is the better test of them. But look at the third
+# mean loss gives 0.7778 [0.523, 0.918] ([0.502, 0.924] with the texts independent: here the pairing
+# narrows the interval); those two groups are pairs with the same content, and the paired view below
+# is the better test of them. But look at the third
 # comparison: the **paraphrases**, which SmolLM2 never saw word for word, also score as "more seen"
-# than the fresh texts (mean loss AUC 0.8125 [0.571, 0.934]). Two things are mixed in every one of
-# these numbers:
+# than the fresh texts (mean loss AUC 0.8125 [0.506, 0.948]), though only just: with the texts taken
+# as independent, DeLong's interval would have said [0.571, 0.934], and for Min-20% Prob the triplets'
+# interval [0.475, 0.915] includes a half. Two things are mixed in every one of these numbers:
 #
 # - **familiar content**: a paraphrase of the Gettysburg Address is about a civil war, a nation, a
 #   battlefield, in an order the model knows; the model predicts it better even in new words;
@@ -508,28 +540,34 @@ assert loss_ff["flagged, no false positive"] == "10 of 12", loss_ff["flagged, no
 #   Allotment Society), and a name the model has never seen is expensive whatever the membership.
 #
 # A paired view removes some of the second: each famous text against its own paraphrase, same content,
-# same length. Below, the difference in mean loss per pair, with a bootstrap interval over the 12 pairs.
+# same length. Below, the difference in mean loss per pair, with a percentile bootstrap interval over
+# the 12 pairs and, since a percentile bootstrap runs narrow at 12, the t interval beside it.
 
 # %%
 # NBVAL_CHECK_OUTPUT
 paired = {}
 for other in ("paraphrase", "fresh"):
     diffs = [by_pair[fid, "famous"] - by_pair[fid, other] for fid in famous_ids]
+    t_half = stats.t.ppf(0.975, len(diffs) - 1) * np.std(diffs, ddof=1) / np.sqrt(len(diffs))
     paired[other] = {"mean difference (nats)": np.mean(diffs), "95% CI": list(ec.bootstrap_ci(diffs)),
+                     "t interval": [np.mean(diffs) - t_half, np.mean(diffs) + t_half],
                      "pairs with famous lower": f"{sum(d < 0 for d in diffs)} of {len(diffs)}"}
-    print(f"famous minus {other:10}: {np.mean(diffs):.3g} nats [{paired[other]['95% CI'][0]:.3g}, "
-          f"{paired[other]['95% CI'][1]:.3g}], famous lower in {paired[other]['pairs with famous lower']}")
+    print(f"famous minus {other:10}: {np.mean(diffs):.3g} nats, bootstrap {fmt(paired[other]['95% CI'])}, "
+          f"t {fmt(paired[other]['t interval'])}, famous lower in {paired[other]['pairs with famous lower']}")
 
 # %%
 assert paired["paraphrase"]["95% CI"][1] < 0 and paired["fresh"]["95% CI"][1] < 0
+assert paired["paraphrase"]["t interval"][1] < 0 and paired["fresh"]["t interval"][1] < 0  # the wider one too
 assert paired["fresh"]["mean difference (nats)"] < paired["paraphrase"]["mean difference (nats)"]
 
 # %% [markdown]
-# Paired, a famous text costs 0.893 nats a token less than its own paraphrase on average
-# [-1.58, -0.284], and less in 9 of 12 pairs; against its fresh counterpart the gap is 1.36 nats
-# [-1.97, -0.743], 11 of 12. The paraphrase carries the same content, so the first gap is at most the
-# part that comes with the exact wording. What share of the whole gap is that? A ratio of two means
-# over the same 12 pairs, so its interval resamples the pairs, both differences of a pair together.
+# Paired, a famous text costs 0.893 nats a token less than its own paraphrase on average (bootstrap
+# [-1.58, -0.284], t [-1.64, -0.145]), and less in 9 of 12 pairs; against its fresh counterpart the
+# gap is 1.36 nats (bootstrap [-1.97, -0.743], t [-2.09, -0.635]), 11 of 12. Both intervals leave
+# out 0 either way; the t interval is the wider, and the more trustworthy at 12 pairs. The
+# paraphrase carries the same content, so the first gap is at most the part that comes with the
+# exact wording. What share of the measured gap to fresh text is that? A ratio of two means over
+# the same 12 pairs, so its interval resamples the pairs, both differences of a pair together.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -544,18 +582,21 @@ def share_of_gap(values, weights):
 
 gap_share = np.mean([d[0] for d in pair_diffs]) / np.mean([d[1] for d in pair_diffs])
 gap_share_ci = ec.bootstrap_ci(pair_diffs, statistic=share_of_gap)
-print(f"famous-minus-paraphrase gap as a share of famous-minus-fresh: {gap_share:.3g} "
-      f"[{gap_share_ci[0]:.2g}, {gap_share_ci[1]:.2g}] (12 pairs resampled)")
+print(f"famous-minus-paraphrase gap as a share of the measured famous-minus-fresh gap: {gap_share:.3g} "
+      f"[{gap_share_ci[0]:.2g}, {gap_share_ci[1]:.2g}] (percentile bootstrap, 12 pairs: approximate)")
 
 # %%
 assert gap_share_ci[0] < 0.5 < gap_share_ci[1], gap_share_ci  # a half fits the data as well as two thirds
 
 # %% [markdown]
-# About two thirds, 0.656, but anywhere from a third to nine tenths [0.34, 0.92]: 12 pairs pin it
-# down no better than that. And it is an **upper bound** on the part that the exact wording explains,
-# not a measure of it: a paraphrase can cost more because it is harder text in itself (ours sometimes
-# choose rarer words, "forefathers", "Eighty-seven years back"), which has nothing to do with
-# membership and is counted in the same gap.
+# About two thirds, 0.656, but anywhere from a third to nine tenths [0.34, 0.92], and that interval
+# is approximate (a percentile bootstrap of a ratio at 12 pairs, the small-sample setting this lesson
+# distrusts): 12 pairs pin it down no better than that. It is a share of the **measured** gap to
+# fresh text, which is itself inflated by the fresh texts' invented names. Against that measured gap
+# it is an **upper bound** on the wording's share, not a measure of it: a paraphrase can cost more
+# because it is harder text in itself (ours sometimes choose rarer words, "forefathers",
+# "Eighty-seven years back"), which has nothing to do with membership and is counted in the same gap.
+# As a share of the gap that membership alone causes, it is bounded in neither direction.
 #
 # ### The data side on the same texts
 #
@@ -596,10 +637,11 @@ assert palm_flags == 0, f"expected PaLM's rule to flag no famous text against th
 #   times.
 # - **Paraphrased contamination evades verbatim tests**, on the data side (the n-gram rules above) and
 #   on the model side (a paraphrase scores between famous and fresh).
-# - **With a few dozen texts the intervals are wide.** The AUC intervals here are 0.36 to 0.47 wide,
+# - **With a few dozen texts the intervals are wide.** The AUC intervals here are 0.32 to 0.44 wide,
 #   and with 12 non-members the lowest false-positive rate we can resolve is 1/12, so "TPR at FPR < 5%"
 #   means "at no false positive at all": a count below the single easiest fresh text (10 of 12 for
-#   mean loss), which one text sets. Papers report TPR at 0.1% FPR on thousands of texts.
+#   mean loss), which one text sets. Carlini et al. ("Membership Inference Attacks From First
+#   Principles", 2022) argue for TPR at 0.1% FPR or lower, which takes thousands of non-members.
 # - **The groups differ in more than membership.** Studies that drew members and non-members from the
 #   same distribution (Duan et al., "Do Membership Inference Attacks Work on Large Language Models?",
 #   2024; Maini et al., "LLM Dataset Inference", 2024) report that these scores then do little better
@@ -628,7 +670,7 @@ reserved_06 = [c["question"] for c in task06["cases"] if c["split"] == "reserved
 notice_check = ec.ngram_overlap(list(task06["notices"].values()) + reserved_06, training_texts, n=5)
 em_result = ec.with_interval(ec.exact_match_eval(model, tok, fx["em"]))
 report_entry = {
-    "eval": "exact_match", "value": em_result.value, "ci95": em_result.extras["ci95"],
+    "eval": "exact_match", "value": em_result.value, "ci95": [round(x, 3) for x in em_result.extras["ci95"]],
     "contamination_check": {
         "method": "word 8-grams, lm-evaluation-harness normalisation, against the full training text",
         "checkable": int(overlap_table.query("n == 8 and fixture == 'em'")["checkable"].iloc[0]),
@@ -654,7 +696,8 @@ assert not any(r["contaminated"] for r in notice_check)
 # - TinyGPT's training text is known exactly (`ec.tinygpt_training_texts`: 732 distinct texts). At
 #   13-grams (lm-evaluation-harness's default, GPT-3's cap) none of its 60 fixture questions can even
 #   be checked, and none of the 7 checkable perplexity texts is flagged. GPT-3's own rule (n = the 5th
-#   percentile of example length, within 8 to 13) would check these fixtures at n = 8: 15 of the 60
+#   percentile of example length, within 8 to 13 on non-synthetic benchmarks) would check these
+#   fixtures at n = 8: 15 of the 60
 #   questions are long enough, and one judge question is flagged. Yet all 20 exact-match answers and
 #   17 of 20 judge answers occur in the training text: the fixtures are held out in wording, not in
 #   content, so every TinyGPT score in the course measures recall of trained facts under new wording.
@@ -663,20 +706,23 @@ assert not any(r["contaminated"] for r in notice_check)
 #   [0.824, 0.964], the zlib ratio with 0.6733 [0.563, 0.777] (hurt by a length difference between
 #   the groups); chance gives 0.36 to 0.64. At no false positive, mean loss flags 26 of the 60
 #   members.
-# - On SmolLM2, famous texts score as more seen than fresh ones (mean loss AUC 0.8889 [0.609, 0.976],
-#   Min-20% Prob 0.8403 [0.55, 0.958], DeLong's intervals; a percentile bootstrap runs into 1 and is
-#   too narrow at 12 against 12); so do paraphrases (0.8125 [0.571, 0.934]), which SmolLM2 never saw
-#   word for word. 10 of the 12 famous texts lie below the easiest fresh text. Paired against its own
-#   paraphrase, a famous text costs 0.893 nats a token less [-1.58, -0.284] (9 of 12 pairs): 0.656
-#   [0.34, 0.92] of its gap to fresh text (1.36 nats), an upper bound on the part the exact wording
-#   explains, since a paraphrase can also be harder text.
+# - On SmolLM2, famous texts score as more seen than fresh ones (mean loss AUC 0.8889 [0.592, 0.978],
+#   Min-20% Prob 0.8403 [0.541, 0.959], DeLong's intervals with the 12 matched triplets as clusters;
+#   a percentile bootstrap runs into 1 and is too narrow at 12 against 12); so do paraphrases, which
+#   SmolLM2 never saw word for word, though only just (mean loss 0.8125 [0.506, 0.948]; Min-20%
+#   Prob's interval includes a half). 10 of the 12 famous texts lie below the easiest fresh text.
+#   Paired against its own paraphrase, a famous text costs 0.893 nats a token less (t interval
+#   [-1.64, -0.145]; 9 of 12 pairs): 0.656 [0.34, 0.92] (approximate) of the measured gap to fresh
+#   text (1.36 nats), an upper bound on the wording's share of that measured gap, since a paraphrase
+#   can also be harder text; the measured gap itself is inflated by the fresh texts' invented names.
 # - Verbatim n-gram rules miss paraphrases: PaLM's rule flags none of the 12 famous texts against their
 #   paraphrases, and "any 8-gram" flags one, through a proper name.
 #
 # **Not established here.** Whether SmolLM2 trained on any particular text: we assumed the famous texts
 # were in its data and cannot check it. How these scores do on a real benchmark with members and
-# non-members from one distribution: 12 texts per group show mechanisms and give intervals 0.36 to
-# 0.47 wide.
+# non-members from one distribution: 12 texts per group show mechanisms and give intervals 0.32 to
+# 0.44 wide. The triplets are matched by hand (genre, length), so the clustered intervals assume the
+# matching is what ties a triplet's texts together; the permutation p-values ignore it.
 # Whether contamination *raised a score*: that needs the same model scored on clean and contaminated
 # items of equal difficulty, which neither model here allows.
 
@@ -694,7 +740,8 @@ assert not any(r["contaminated"] for r in notice_check)
 # 5-grams that occur in any of TinyGPT's `training_texts`. Normalise with `ec.normalise_ngram`, split
 # on whitespace, build the set of every training 5-gram (never across two texts), and count the
 # question's 5-grams where they occur. The check runs it on the four questions in
-# `exercise_questions`, whose shares all differ, and none is 0.
+# `exercise_questions`, whose shares all differ, and none is 0, and on a text it makes from the end
+# of one training text and the start of the next, where a corpus joined into one text goes wrong.
 #
 # *Hint:* `tuple(words[i:i + 5]) for i in range(len(words) - 4)` lists a text's 5-grams.
 
@@ -749,8 +796,8 @@ print("Exercise 2: check passed.")
 # %% [markdown] tags=["solution"]
 # Min-40% Prob averages more tokens, so it moves toward the plain mean loss; here its AUC lies between
 # Min-20% Prob's and mean loss's. The differences between k values are a few hundredths, and DeLong's
-# intervals are about 0.4 wide: with 12 texts per group, nothing here can choose k. Shi et al. chose k
-# on WikiMIA with hundreds of texts, and even there the best k varies with the model.
+# intervals are about 0.4 wide: with 12 texts per group, nothing here can choose k. Shi et al. report
+# results for several k on WikiMIA, a benchmark of hundreds of texts.
 
 # %% [markdown]
 # ### Exercise 3: Are the training questions members too?
@@ -758,44 +805,43 @@ print("Exercise 2: check passed.")
 # TinyGPT also trained on questions: every training question in each of its framings. Score the
 # question framings in `training_texts` that end in "?" (members) and the 60 fixture questions of the
 # exact-match, F1 and judge fixtures (non-members) with `ec.membership_scores`, and compute the AUC of
-# mean token loss with `ec.membership_auc`. Store the whole result dict in `question_auc`. Compare it
-# with the statements' AUC: which is easier to detect, and why might that be?
+# mean token loss with `ec.membership_auc`, resampling whole facts on both sides, as section 2 did:
+# the fixture questions ask about the same facts as the trained ones. `ec.tinygpt_question_facts()`
+# gives each training question's fact, `ec.question_framings(q)` its framings, and `fx["facts"]` the
+# fact of each fixture question. Store the whole result dict in `question_auc`. Compare it with the
+# statements' AUC: which is easier to detect, and why might that be?
 
 # %%
 # Exercise 3: store ec.membership_auc's result for mean token loss, trained question framings
-#   against the fixture questions, in `question_auc`.
+#   against the fixture questions, whole facts resampled on both sides, in `question_auc`.
 ### BEGIN SOLUTION
 trained_questions = [t for t in training_texts if t.endswith("?")]
 fixture_questions = [q for name in ("em", "f1", "judge") for q, _ in fx[name]]
-q_members = ec.membership_scores(model, tok, trained_questions)
-q_nonmembers = ec.membership_scores(model, tok, fixture_questions)
-member_losses = [s["mean_loss"] for s in q_members]
-question_auc = ec.membership_auc(member_losses, [s["mean_loss"] for s in q_nonmembers], higher_is_member=False)
-print(len(trained_questions), "trained,", len(fixture_questions), "held out:",
-      f"AUC {question_auc['auc']:.4g} {fmt(question_auc['ci95'])}, texts resampled")
-train_qa = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["qa"]
-question_of = {f: q for q, _ in train_qa for f in ec.question_framings(q)}
-by_question = ec.membership_auc(member_losses, [s["mean_loss"] for s in q_nonmembers], higher_is_member=False,
-                                groups_members=[question_of[t] for t in trained_questions])
-print(f"{len(set(question_of.values()))} training questions resampled whole: {fmt(by_question['ci95'])}")
+fact_of = {f: fact for q, fact in ec.tinygpt_question_facts().items() for f in ec.question_framings(q)}
+member_losses = [s["mean_loss"] for s in ec.membership_scores(model, tok, trained_questions)]
+nonmember_losses = [s["mean_loss"] for s in ec.membership_scores(model, tok, fixture_questions)]
+question_auc = ec.membership_auc(member_losses, nonmember_losses, higher_is_member=False,
+                                 groups_members=[fact_of[t] for t in trained_questions],
+                                 groups_nonmembers=[f for name in ("em", "f1", "judge") for f in fx["facts"][name]])
+by_text = ec.membership_auc(member_losses, nonmember_losses, higher_is_member=False)
+print(f"{len(trained_questions)} trained framings of {len(set(fact_of.values()))} facts' questions, "
+      f"{len(fixture_questions)} held out: AUC {question_auc['auc']:.4g}, {question_auc['resampled']} resampled "
+      f"{fmt(question_auc['ci95'])}, single texts {fmt(by_text['ci95'])}")
 ### END SOLUTION
-assert isinstance(question_auc, dict) and {"auc", "ci95", "n_members"} <= set(question_auc), \
-    f"expected the dict ec.membership_auc returns; got {type(question_auc).__name__}"
-n_trained = sum(t.endswith("?") for t in training_texts)
-assert (question_auc["n_members"], question_auc["n_nonmembers"]) == (n_trained, 60), \
-    f"expected {n_trained} trained questions and 60 fixture questions; got {question_auc['n_members']} and {question_auc['n_nonmembers']}"
-assert question_auc["higher_is_member"] is False, "expected mean token loss's direction: a lower loss means more likely seen"
+mistake = ec.question_auc_mistake(question_auc, model, tok, training_texts, fx)
+assert mistake is None, mistake
 print("Exercise 3: check passed.")
 
 # %% [markdown] tags=["solution"]
 # The 338 trained question framings separate from the 60 fixture questions about as well as the
-# statements did (AUC 0.811 [0.748, 0.872] against 0.825 [0.748, 0.902]): no difference these
-# intervals can show. But the first interval resamples texts, and each training question appears in
-# up to six framings ("Question: ...", lowercased, without its question mark), near-copies of each
-# other: the 338 members are 110 questions. Resampling whole questions (`groups_members`, one label
-# per training question, a cluster bootstrap as lesson 06 does over notices) is the honest unit; here
-# it gives [0.747, 0.872], about the same. The near-copies could have made the text-level interval
-# too narrow; here they did not, and only resampling the right unit could tell.
+# statements did (AUC 0.811 [0.748, 0.881] against 0.825 [0.748, 0.902]): no difference these
+# intervals can show. The unit is the fact, on both sides, for the reason section 2 gave: each
+# training question appears in up to six framings ("Question: ...", lowercased, without its question
+# mark), near-copies of each other, five questions ask about each fact, and the fixture questions ask
+# about the same facts in other words (an easy fact is easy on both sides). Drawing the 24 facts
+# whole, each with its framings and its fixture questions, gives [0.748, 0.881]; single texts give
+# [0.748, 0.872], a little narrower. Here the difference is small, and only resampling the right
+# unit could tell.
 
 # %% [markdown]
 # ### Exercise 4: Every false-positive rate 12 texts can show
@@ -816,6 +862,8 @@ famous_losses = [s["mean_loss"] for s in group_of["famous"]]
 bars = sorted(s["mean_loss"] for s in group_of["fresh"]) + [np.inf]
 flagged_counts = [sum(x < bar for x in famous_losses) for bar in bars]
 print(flagged_counts)
+easiest = sorted((s["mean_loss"], t["of"]) for s, t in zip(smol_scores, items) if t["group"] == "fresh")[:2]
+print("the two easiest fresh texts (the famous text each is matched with):", [(of, f"{x:.4g}") for x, of in easiest])
 ### END SOLUTION
 mistake = ec.flagged_counts_mistake(flagged_counts, [s["mean_loss"] for s in group_of["famous"]],
                                     [s["mean_loss"] for s in group_of["fresh"]])
@@ -826,6 +874,8 @@ print("Exercise 4: check passed.")
 # The count is 10 of 12 at no false positive and stays at 10 while up to four fresh texts are
 # flagged; it reaches 11 at five (FPR 5/12) and 12 only at 11 of 12. Two famous texts are the
 # stragglers: The Raven costs more than 5 of the 12 fresh texts, Moby-Dick's opening more than 11.
-# The first step rests on one text: the easiest fresh text (Moby-Dick's fresh counterpart). Write
-# that one text a little more plainly and "TPR at FPR < 5%" would change, which is why it is reported
-# as a count and read as a description of these 24 texts, not as a rate with an interval.
+# The first step rests on the easiest fresh text, in effect on two: Moby-Dick's fresh counterpart
+# and the MIT licence's cost the same to four digits (3.659 nats a token), and the count of 10 is
+# the same whichever is first. Write those texts a little more plainly and "TPR at FPR < 5%" would
+# change, which is why it is reported as a count and read as a description of these 24 texts, not as
+# a rate with an interval.

@@ -6,9 +6,11 @@ import io
 import json
 import math
 import random
+import statistics
 import zlib
 from collections import Counter
 
+import nbformat
 import numpy as np
 import pytest
 import torch
@@ -165,6 +167,7 @@ def test_lesson_and_readme_state_gpt3s_rule_as_the_paper_does(root):
         ):
             assert wrong not in flat, wrong
         assert "5th percentile" in flat
+        assert "non-synthetic" in flat, "GPT-3's floor of 8 is for its non-synthetic benchmarks"
 
 
 # --- the model side: the three membership scores ------------------------------------------------
@@ -352,7 +355,8 @@ def test_membership_auc_with_groups_draws_whole_groups_from_one_pool():
     g_m, g_n = list("aabbccdde"), list("abcdf")  # "e" has members only, "f" non-members only
     groups = dict(groups_members=g_m, groups_nonmembers=g_n)
     r = ec.membership_auc(members, nonmembers, n_resamples=300, **groups)
-    assert r["resampled"] == "6 groups" and r["ci95_delong"] is None
+    assert r["resampled"] == "6 groups"
+    assert r["ci95_delong"] == ec.delong_auc_interval(members, nonmembers, **groups)  # clustered
     assert r["auc"] == ec.membership_auc(members, nonmembers)["auc"]  # the point estimate
     w = ec.bootstrap_weights(14, g_m + g_n, n_resamples=300, seed=ec.SEED)
     credit = (np.subtract.outer(members, nonmembers) > 0).astype(float)  # no ties here
@@ -433,6 +437,48 @@ def test_delong_interval_agrees_with_the_midrank_algorithm():
         assert narrow == pytest.approx(
             [1 / (1 + math.exp(-(logit - z90))), 1 / (1 + math.exp(-(logit + z90)))], abs=1e-12
         )
+
+
+def test_clustered_delong_variance_by_hand():
+    """Obuchowski's clustered variance on three matched pairs (a, b, c), members [3, 1, 2.5] and
+    non-members [2, 0, 2.8]: AUC 6/9 = 2/3. Per member, the share of non-members beaten: 1, 1/3,
+    2/3; per non-member, the share of members above it: 2/3, 1, 1/3; minus the AUC, per cluster:
+    (1/3, 0), (-1/3, 1/3), (0, -1/3). With K = 3 clusters and M = N = 3:
+    S10 = S01 = 3/2 (1/9 + 1/9) = 1/3, S11 = 3/2 (-1/9) = -1/6, and
+    var = S10 / M**2 + S01 / N**2 + 2 S11 / (M N) = (1/3 + 1/3 - 1/3) / 9 = 1/27."""
+    members, nonmembers, pairs = [3.0, 1.0, 2.5], [2.0, 0.0, 2.8], ["a", "b", "c"]
+    wins = ec._pair_wins(
+        torch.tensor(members, dtype=torch.float64), torch.tensor(nonmembers, dtype=torch.float64)
+    )
+    assert ec._clustered_auc_variance(wins, pairs, pairs) == pytest.approx(1 / 27, abs=1e-15)
+    z = statistics.NormalDist().inv_cdf(0.975)
+    half = z * math.sqrt(1 / 27) / (2 / 3 * 1 / 3)
+    expected = [1 / (1 + math.exp(half - math.log(2))), 1 / (1 + math.exp(-half - math.log(2)))]
+    got = ec.delong_auc_interval(members, nonmembers, groups_members=pairs, groups_nonmembers=pairs)
+    assert got == pytest.approx(expected, abs=1e-12)
+    # the same texts unpaired: DeLong's variance (1/3 (1/9 + 1/9) / 3 twice = 2/27), wider
+    assert ec._delong_logit_interval(wins, 0.95)[0] < got[0]
+
+
+def test_clustered_delong_on_matched_pairs_is_delong_plus_the_pairs_covariance():
+    """One member and one non-member per cluster: var = var(V10)/n + var(V01)/n + 2 cov/n."""
+    rng = np.random.default_rng(12)
+    for _ in range(5):
+        shared = rng.normal(0, 1, 12)  # a pair's common difficulty
+        x, y = shared + rng.normal(1, 1, 12), shared + rng.normal(0, 1, 12)
+        wins = ec._pair_wins(torch.tensor(x), torch.tensor(y))
+        v10, v01 = wins.mean(1).numpy(), wins.mean(0).numpy()
+        expected = (v10.var(ddof=1) + v01.var(ddof=1) + 2 * np.cov(v10, v01)[0, 1]) / 12
+        pairs = list(range(12))
+        assert ec._clustered_auc_variance(wins, pairs, pairs) == pytest.approx(expected, rel=1e-12)
+        r = ec.membership_auc(
+            x.tolist(), y.tolist(), n_resamples=50, groups_members=pairs, groups_nonmembers=pairs
+        )
+        assert r["ci95_delong"] == ec.delong_auc_interval(
+            x.tolist(), y.tolist(), groups_members=pairs, groups_nonmembers=pairs
+        )
+    with pytest.raises(ValueError, match="groups_members must be a list of 2 labels"):
+        ec.delong_auc_interval([1.0, 2.0], [0.0, 1.5], groups_members=["a"])
 
 
 def test_delong_interval_is_none_where_undefined():
@@ -626,7 +672,10 @@ def share_without_normalising(question, corpus_texts, n=5):
 def test_exercise_1_check_passes_right_work_and_names_wrong_work(corpus):
     shares = [r["share"] for r in ec.ngram_overlap(EXERCISE_1, corpus, n=5)]
     assert all(shares) and len(set(shares)) == 4, shares  # four different, non-zero answers
-    assert ec.ngram_share_mistake(lambda q: shares[EXERCISE_1.index(q)], EXERCISE_1, corpus) is None
+    right = lambda q: ec.ngram_overlap([q], corpus, n=5)[0]["share"]  # noqa: E731
+    assert ec.ngram_share_mistake(right, EXERCISE_1, corpus) is None
+    joined = [ec._hand_share(q, corpus, 5, across_texts=True) for q in EXERCISE_1]
+    assert joined == shares  # the four questions alone cannot catch a joined corpus: the probe does
     wrong = {
         "normalise the question and every training text": lambda q: share_without_normalising(
             q, corpus
@@ -635,6 +684,9 @@ def test_exercise_1_check_passes_right_work_and_names_wrong_work(corpus):
         "a count of n-grams found": lambda q: ec.ngram_overlap([q], corpus, n=5)[0]["n_found"],
         "NOT found": lambda q: 1 - ec.ngram_overlap([q], corpus, n=5)[0]["share"],
         "is not its share of 5-grams found": lambda q: 0.0,  # today's accepted wrong answer
+        "may not run from one training text into the next": lambda q: ec._hand_share(
+            q, corpus, 5, across_texts=True
+        ),
         "must be a number, got '0.5'": lambda q: "0.5",
         "it must lie from 0 to 1": lambda q: -0.5,
     }
@@ -690,3 +742,67 @@ def test_exercise_4_check_passes_right_work_and_names_wrong_work():
         message = ec.flagged_counts_mistake(counts, famous, fresh)
         assert message is not None and hint in message, (hint, message)
         assert str(right) not in message
+
+
+def test_tinygpt_question_facts_name_every_training_question_in_the_fixtures_fact_ids():
+    facts = ec.tinygpt_question_facts()
+    train = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
+    assert list(facts) == [q for q, _ in train["qa"]]
+    assert set(Counter(facts.values()).values()) == {5}, Counter(facts.values())
+    assert set(facts.values()) <= set(ec.tinygpt_statement_facts().values())
+    assert facts["Which river flows through Cairo?"] == "egypt"
+    assert facts["Which day comes after Monday?"] == "week"
+
+
+def test_exercise_3_check_passes_right_work_and_names_wrong_work(trained_model, tok, corpus):
+    fx = ec.load_fixtures()
+    (members, nonmembers), (g_m, g_n) = ec._exercise_3_parts(trained_model, tok, corpus, fx)
+    assert len(set(g_m + g_n)) == 24 and len(nonmembers) == 60
+
+    def auc(score, **groups):
+        m, n = [x[score] for x in members], [x[score] for x in nonmembers]
+        return ec.membership_auc(m, n, higher_is_member=ec.MEMBERSHIP_SCORES[score], **groups)
+
+    right = auc("mean_loss", groups_members=g_m, groups_nonmembers=g_n)
+    check = lambda r: ec.question_auc_mistake(r, trained_model, tok, corpus, fx)  # noqa: E731
+    assert check(right) is None
+    wrong = {
+        "zlib ratio's AUC": auc("zlib_ratio", groups_members=g_m, groups_nonmembers=g_n),
+        "Min-K% Prob's AUC": auc("min_k_prob"),
+        "it resamples single texts": auc("mean_loss"),
+        "it groups only the trained questions": auc("mean_loss", groups_members=g_m),
+        "must be the dict": None,
+        "members and": {**right, "n_nonmembers": 20},
+    }
+    for hint, value in wrong.items():
+        message = check(value)
+        assert message is not None and hint in message, (hint, message)
+        assert f"{right['auc']:.3g}" not in message, message
+
+
+def test_lesson_15_says_what_its_figures_show(root):
+    """The second review of lesson 15: the SmolLM2 texts are matched triplets, and the intervals
+    say so; the gap share is a share of the measured gap, its interval labelled; rankings within
+    noise are not made; claims about peers are sourced or softened."""
+    lesson = (root / "notebooks" / "15_contamination.py").read_text(encoding="utf-8")
+    flat = " ".join(lesson.replace("#", " ").split())
+    assert "12 **matched triplets**" in flat and "Obuchowski" in flat
+    assert "groups_members=triplet_of[a], groups_nonmembers=triplet_of[b]" in flat
+    assert "a share of the **measured** gap to fresh text" in flat
+    assert "(percentile bootstrap, 12 pairs: approximate)" in flat
+    assert "overlapping almost entirely, cannot rank them" in flat
+    assert "does a little less well" not in flat
+    assert (
+        "Papers report TPR at 0.1% FPR" not in flat
+        and "Membership Inference Attacks From First" in flat
+    )
+    assert "Shi et al. chose k" not in flat
+    assert "in effect on two" in flat  # exercise 4's near tie
+    assert "From `seconds`" not in flat
+    nb = nbformat.read(root / "notebooks" / "15_contamination.ipynb", as_version=4)
+    outputs = "".join(
+        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
+    assert "95% CI (triplets)" in outputs and "0.0004998" not in outputs and "< 0.001" in outputs
+    assert "held out: 90 bytes" in outputs and "trained: 45 bytes" in outputs
+    assert "'ci95': [0.145, 0.519]" in outputs
