@@ -6279,23 +6279,27 @@ def load_contamination(path=CONTAMINATION_PATH):
     return raw["texts"]
 
 
+def _tinygpt_facts(path, key, texts, what):
+    """{text: fact id} from contamination.json's key, in the order of texts, each named once."""
+    facts = json.loads(Path(path).read_text(encoding="utf-8"))[key]["facts"]
+    if sorted(facts) != sorted(texts):
+        raise ValueError(
+            f"{path}: {key} must name each of the {len(texts)} training {what}s once; "
+            f"missing {sorted(set(texts) - set(facts))}, extra {sorted(set(facts) - set(texts))}"
+        )
+    bad = {t: f for t, f in facts.items() if not isinstance(f, str) or not f}
+    if bad:
+        raise ValueError(f"{path}: each {what}'s fact must be a non-empty str, got {bad!r}")
+    return {t: facts[t] for t in texts}
+
+
 def tinygpt_statement_facts(path=CONTAMINATION_PATH):
     """The fact each of TinyGPT's training statements states, {statement: fact id} in training
     order, in the fact ids of load_fixtures()["facts"] (2 or 3 statements a fact).
 
     Lesson 15."""
-    facts = json.loads(Path(path).read_text(encoding="utf-8"))["tinygpt_statement_facts"]["facts"]
     statements = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["statements"]
-    if sorted(facts) != sorted(statements):
-        raise ValueError(
-            f"{path}: tinygpt_statement_facts must name each of the {len(statements)} training "
-            f"statements once; missing {sorted(set(statements) - set(facts))}, "
-            f"extra {sorted(set(facts) - set(statements))}"
-        )
-    bad = {s: f for s, f in facts.items() if not isinstance(f, str) or not f}
-    if bad:
-        raise ValueError(f"{path}: each statement's fact must be a non-empty str, got {bad!r}")
-    return {s: facts[s] for s in statements}
+    return _tinygpt_facts(path, "tinygpt_statement_facts", statements, "statement")
 
 
 def tinygpt_question_facts(path=CONTAMINATION_PATH):
@@ -6303,18 +6307,8 @@ def tinygpt_question_facts(path=CONTAMINATION_PATH):
     order, in the fact ids of load_fixtures()["facts"] (5 questions a fact).
 
     Lesson 15."""
-    facts = json.loads(Path(path).read_text(encoding="utf-8"))["tinygpt_question_facts"]["facts"]
-    questions = [q for q, _ in json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["qa"]]
-    if sorted(facts) != sorted(questions):
-        raise ValueError(
-            f"{path}: tinygpt_question_facts must name each of the {len(questions)} training "
-            f"questions once; missing {sorted(set(questions) - set(facts))}, "
-            f"extra {sorted(set(facts) - set(questions))}"
-        )
-    bad = {q: f for q, f in facts.items() if not isinstance(f, str) or not f}
-    if bad:
-        raise ValueError(f"{path}: each question's fact must be a non-empty str, got {bad!r}")
-    return {q: facts[q] for q in questions}
+    qa = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))["train"]["qa"]
+    return _tinygpt_facts(path, "tinygpt_question_facts", [q for q, _ in qa], "question")
 
 
 def tinygpt_training_texts(tok=None):

@@ -806,3 +806,16 @@ def test_lesson_15_says_what_its_figures_show(root):
     assert "95% CI (triplets)" in outputs and "0.0004998" not in outputs and "< 0.001" in outputs
     assert "held out: 90 bytes" in outputs and "trained: 45 bytes" in outputs
     assert "'ci95': [0.145, 0.519]" in outputs
+
+
+def test_tinygpt_question_facts_refuses_a_file_with_a_bad_fact(tmp_path):
+    raw = json.loads(ec.CONTAMINATION_PATH.read_text(encoding="utf-8"))
+    raw["tinygpt_question_facts"]["facts"]["Can penguins fly?"] = ""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(ValueError, match="each question's fact must be a non-empty str"):
+        ec.tinygpt_question_facts(path)
+    del raw["tinygpt_question_facts"]["facts"]["Can penguins fly?"]
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    with pytest.raises(ValueError, match="must name each of the 110 training questions once"):
+        ec.tinygpt_question_facts(path)
