@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Kernel choices: environment variables read when torch loads. "native" is what this CPU picks;
 # the others show a machine without AVX512 (avx2), without any vector kernels of ATen's own
-# (default), or whose MKL or oneDNN take another code path (MKL picks AVX2 kernels on many AMD
-# CPUs: that is the view of the machine that first failed, issue 26).
+# (default), or whose MKL or oneDNN take another code path (the AMD EPYC of issue 26 moved SmolLM2's
+# numbers by about as much as MKL's AVX2 cap does here; SmolLM2's products run in MKL's SGEMM, not
+# oneDNN, so oneDNN's cap checks that a change of its path would not move them).
 CHOICES = {
     "native": {},
     "aten=avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
