@@ -382,7 +382,8 @@ assert len(accepted_wrongly) == 4, f"expected 4 wrong answers accepted, got {len
 assert paired["reference in answer"]["broke"] == 0, "a more lenient rule took a point away"
 assert by_policy["reference in answer"].value >= by_policy["span after 'is'"].value
 assert policy_table.loc["whole answer", "vs whole answer"] == "-"  # no interval against itself
-assert paired["first sentence"]["rescued"] == paired["first sentence"]["broke"] == 0
+assert paired["first sentence"]["rescued"] == paired["first sentence"]["broke"] == 0, \
+    f"expected the first sentence to change nothing, got {paired['first sentence']}"
 span_rescued = [r["reference"] for r in by_policy["span after 'is'"].per_example if r["score"]]
 assert span_rescued == ["Paris", "Tokyo", "Cairo", "Honey", "Mars"], span_rescued
 
