@@ -44,8 +44,8 @@ Lesson 09 · A real judge over HTTP  (notebooks/09_real_judge_over_http.ipynb)
     judge_messages, parse_judge_reply, verbosity_check, pass_fail_agreement,
     judge_metric_agreement, judge_pair_agreement, judge_prompt_text, score_distribution,
     next_token_logprobs_local, ProbabilityJudge, pairwise_messages, position_bias,
-    load_course_labels, kappa_with_interval, auc_with_interval; the judge HTTPJudge and
-    JudgeServer (Appendix A)
+    load_course_labels, kappa_with_interval, auc_with_interval, auc_difference_with_interval;
+    the judge HTTPJudge and JudgeServer (Appendix A)
 Lesson 10 · Learning aggregate weights  (notebooks/10_learning_weights.ipynb)
     aggregate_models, WeightFit, fit_weights, leave_one_model_out
 Lesson 11 · A real Hugging Face model  (notebooks/11_real_model.ipynb)
@@ -166,7 +166,7 @@ __all__ = [
     "JUDGE_SCORE_PREFIX", "judge_prompt_text", "score_distribution", "next_token_logprobs_local",
     "ProbabilityJudge", "JUDGE_SERVED_TOLERANCE", "PAIRWISE_RUBRIC", "PAIRWISE_PREFIX",
     "pairwise_messages", "position_bias", "COURSE_LABELS_PATH", "load_course_labels",
-    "kappa_with_interval", "auc_with_interval",
+    "kappa_with_interval", "auc_with_interval", "auc_difference_with_interval",
     # Lesson 10 · Learning aggregate weights
     "aggregate_models", "WeightFit", "fit_weights", "leave_one_model_out",
     # Lesson 11 · A real Hugging Face model
@@ -1321,9 +1321,10 @@ def _example_key(record):
 
 
 def newcombe_paired_interval(both, first_only, second_only, neither, z=None):
-    """Newcombe's (1998) score interval, his method 10, for p_first - p_second on paired 0/1
-    outcomes: Wilson intervals of the two proportions combined through the phi correlation of
-    the pairs (its numerator shrunk by n/2 when positive). (low, high) within [-1, 1].
+    """Newcombe's score interval for paired data (1998b, Stat Med 17:2635-2650, his method 10),
+    for p_first - p_second on paired 0/1 outcomes: Wilson intervals of the two proportions combined
+    through the phi correlation of the pairs (its numerator shrunk by n/2 when positive). (low,
+    high) within [-1, 1].
 
     Part 0 (shared by every lesson)."""
     counts = (both, first_only, second_only, neither)
@@ -3984,8 +3985,8 @@ def _integral_score(value):
 
 # Judge bias checks ------------------------------------------------------------------------------
 VERBOSITY_FILLER = " To be thorough, let me add that this answer was considered with great care."
-# The control: VERBOSITY_FILLER's frame, 14 words and 16 SmolLM2 tokens, claiming nothing about the
-# answer: a shift both fillers give is length, one only the first gives is its claim of care.
+# The control: VERBOSITY_FILLER's frame, 14 words and 16 SmolLM2 tokens, and an irrelevant claim,
+# nothing about the answer's quality. One sentence each: they show what these two sentences do.
 NEUTRAL_FILLER = " In passing, let me add that this answer was written on a Tuesday morning."
 
 
@@ -4008,8 +4009,9 @@ def _judge_items(items):
 
 
 def verbosity_check(judge_fn, items, filler=VERBOSITY_FILLER, times=1):
-    """Score each answer as given and padded with content-free filler: a length-blind judge's
-    scores do not move. Pairs the judge could not score are skipped and listed.
+    """Score each answer as given and padded with filler (VERBOSITY_FILLER adds length and a claim
+    of care; NEUTRAL_FILLER the same length and no claim about the answer's quality): a judge that
+    grades content only does not move. Pairs the judge could not score are skipped and listed.
 
     Lesson 09."""
     _positive_int("times", times)
@@ -4263,7 +4265,7 @@ def load_course_labels(path=COURSE_LABELS_PATH):
 
 def _kappa_statistic(values, weights):
     """Cohen's kappa of two 0/1 columns under each row of bootstrap weights (NaN: a column holds
-    one label only, where kappa is 0 whatever the other says)."""
+    one label only, where kappa is 0 whatever the other says, or 0/0 if both do)."""
     a, b, w = values[:, 0], values[:, 1], weights.double()
     total = w.sum(1)
     po = w @ (a == b).double() / total
@@ -4324,14 +4326,8 @@ def auc_with_interval(scores, labels, groups, n_resamples=2000, seed=SEED):
     percentile bootstrap interval that resamples whole groups (resamples with one label left out).
 
     Lesson 09."""
-    scores, labels = _floats("scores", scores), [_check_label(i, y) for i, y in enumerate(labels)]
-    if not all(map(math.isfinite, scores)) or len(scores) != len(labels):
-        raise ValueError(
-            f"scores must be {len(labels)} finite numbers, one per label, got {scores!r}"
-        )
-    if len(set(labels)) < 2:
-        raise ValueError(f"labels must hold both 0 and 1 for an AUC, got {labels!r}")
-    values = [[x, y] for x, y in zip(scores, labels)]
+    labels = _auc_labels(labels)
+    values = [[x, y] for x, y in zip(_auc_scores("scores", scores, labels), labels)]
     stats = bootstrap_distribution(
         values, groups=groups, statistic=_auc_statistic, n_resamples=n_resamples, seed=seed
     )
@@ -4350,6 +4346,58 @@ def _check_label(i, label):
     if isinstance(label, str) or label not in (0, 1):
         raise ValueError(f"labels[{i}] must be 0 or 1, got {label!r}")
     return int(label)
+
+
+def _auc_labels(labels):
+    labels = [_check_label(i, y) for i, y in enumerate(labels)]
+    if len(set(labels)) < 2:
+        raise ValueError(f"labels must hold both 0 and 1 for an AUC, got {labels!r}")
+    return labels
+
+
+def _auc_scores(name, scores, labels):
+    scores = _floats(name, scores)
+    if not all(map(math.isfinite, scores)) or len(scores) != len(labels):
+        raise ValueError(
+            f"{name} must be {len(labels)} finite numbers, one per label, got {scores!r}"
+        )
+    return scores
+
+
+def _auc_difference_statistic(values, weights):
+    """AUC of column 0 minus AUC of column 1, both against the 0/1 labels of column 2, under the
+    same rows of draw counts. (R,)"""
+    labels = values[:, 2:]
+    first = _auc_statistic(torch.cat([values[:, :1], labels], 1), weights)
+    return first - _auc_statistic(torch.cat([values[:, 1:2], labels], 1), weights)
+
+
+def auc_difference_with_interval(scores_a, scores_b, labels, groups, n_resamples=2000, seed=SEED):
+    """AUC of scores_a minus AUC of scores_b on the same labelled items, paired: both AUCs on each
+    resample of whole groups (auc_with_interval's resamples), so the interval is the difference's.
+
+    Lesson 09."""
+    labels = _auc_labels(labels)
+    a, b = _auc_scores("scores_a", scores_a, labels), _auc_scores("scores_b", scores_b, labels)
+    values = [list(row) for row in zip(a, b, labels)]
+    stats = bootstrap_distribution(
+        values,
+        groups=groups,
+        statistic=_auc_difference_statistic,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+    finite = stats[stats.isfinite()]
+    once = torch.ones(1, len(values), dtype=torch.float64)  # every item counted once
+    return {
+        "diff": float(
+            _auc_difference_statistic(torch.tensor(values, dtype=torch.float64), once)[0]
+        ),
+        "ci95": _percentiles(finite, 0.95) if len(finite) else None,
+        "undefined_share": 1 - len(finite) / len(stats),
+        "n": len(values),
+        "groups": len(set(groups)),
+    }
 
 
 # =================================================================================================
@@ -5773,8 +5821,8 @@ def halves(pairs, seed=SEED):
 
 
 def newcombe_unpaired_interval(k1, n1, k2, n2, z=None):
-    """Newcombe's (1998) hybrid score interval, his method 10, for p1 - p2 = k1/n1 - k2/n2 from
-    two independent samples: the Wilson intervals of the two proportions combined. (low, high).
+    """Newcombe's hybrid score interval (1998a, Stat Med 17:873-890, his method 10), for p1 - p2 =
+    k1/n1 - k2/n2 from two independent samples: the two Wilson intervals combined. (low, high).
 
     Lesson 13."""
     _check_number("n1", n1, 1, integer=True)
@@ -5828,7 +5876,7 @@ def unpaired_difference(result_a, result_b):
     return {
         "diff": kb / nb - ka / na,
         "ci95": list(newcombe_unpaired_interval(kb, nb, ka, na)),
-        "ci_method": "Newcombe unpaired score interval (Newcombe 1998, method 10)",
+        "ci_method": "Newcombe unpaired score interval (Newcombe 1998a, method 10)",
         "p_fisher": fisher_exact_p(kb, nb, ka, na),
         "n": [na, nb],
     }

