@@ -4465,7 +4465,8 @@ def _vertices(E, e, A, b):
     """Every point where E x = e and n - len(E) of the planes A x = b meet in exactly one point.
 
     A linear program's optimum lies at such a vertex, and with a handful of weights there are only
-    hundreds of them: trying them all is exact, immune to ties, and needs no solver."""
+    hundreds of them: trying them all is exact and needs no solver; ties between vertices go to
+    _pick_vertex."""
     n = E.shape[1]
     combos = torch.combinations(torch.arange(len(A)), n - len(E))  # (C, n - len(E))
     M = torch.cat([E.expand(len(combos), -1, -1), A[combos]], dim=1)  # (C, n, n)
@@ -4476,8 +4477,8 @@ def _vertices(E, e, A, b):
 
 
 def _max_min_margin(D, prior):
-    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w); ties go to the w nearest
-    prior (L1, then _tie_costs)."""
+    """LP 1: max t s.t. D w >= t, w >= 0, sum(w) = 1 -> (t*, w, tied); ties go to the vertex
+    nearest prior in L1, then by _tie_costs (tied: every vertex as near in L1)."""
     P, k = D.shape
     G = torch.cat(
         [
@@ -4491,15 +4492,13 @@ def _max_min_margin(D, prior):
     X = X[(X @ G.T <= h + _LP_TOL).all(1)]
     t = X[:, -1]
     best = X[t >= t.max() - _LP_TOL][:, :-1]
-    return float(t.max()), _pick_vertex(
-        best, (best - prior).abs().sum(1), *_tie_costs(best, D, prior)
-    )
+    return float(t.max()), *_pick_vertex(best, D, prior, (best - prior).abs().sum(1))
 
 
 def _nearest_with_margin(D, prior, margin):
-    """LP 2: the w nearest prior (L1) with D w >= margin, w >= 0, sum(w) = 1; ties to the larger
-    margin, then by _tie_costs. The planes w_i = prior_i are the kinks of |w - prior|, so they
-    join the vertex search."""
+    """LP 2: (w, tied), the vertex nearest prior (L1) with D w >= margin, w >= 0, sum(w) = 1; ties
+    to the larger margin, then by _tie_costs (tied: every vertex as near and with as large a
+    margin). The planes w_i = prior_i are the kinks of |w - prior|, so they join the search."""
     P, k = D.shape
     G = torch.cat([-torch.eye(k, dtype=torch.float64), -D])
     h = torch.cat(
@@ -4510,29 +4509,44 @@ def _nearest_with_margin(D, prior, margin):
     W = _vertices(torch.ones(1, k, dtype=torch.float64), one, planes, rhs)
     W = W[(W @ G.T <= h + _LP_TOL).all(1)]
     if not len(W):
-        return None
+        return None, None
     dist, smallest = (W - prior).abs().sum(1), (W @ D.T).min(1).values
-    return _pick_vertex(W, dist, -smallest, *_tie_costs(W, D, prior))
+    return _pick_vertex(W, D, prior, dist, -smallest)
 
 
-def _pick_vertex(W, *costs):
-    """The row of W least in the first cost; rows tied within _LP_TOL go on to the next cost,
-    and rows tied in every cost to the first in the vertex search's own order.
-
-    A degenerate LP ties whole faces (lesson 10's five models tie two vertices in L1, and two more
-    in L1 and L2, because exact match and F1 have the same default weight): an argmin would then
-    pick by the last bits of float sums, which differ between CPUs' kernels (under
-    ATEN_CPU_CAPABILITY=default lesson 10 ranked a held-out model 2nd, not 3rd: issue 26)."""
+def _least(W, *costs):
+    """The rows of W least in the first cost (within _LP_TOL), then among those in the next."""
     keep = torch.ones(len(W), dtype=torch.bool)
     for cost in costs:
         keep &= cost <= cost[keep].min() + _LP_TOL
-    return W[keep][0]
+    return W[keep]
+
+
+def _pick_vertex(W, D, prior, *costs):
+    """(w, tied): tied are the rows of W least in the LP's own costs, deduplicated; w is the one
+    of them nearest prior in L2, then by _tie_costs' second cost, then first in the search's order.
+
+    A degenerate LP ties whole faces: in lesson 10's leave-one-out refits without shipped+cut (four
+    models, four vertices tied in L1, two pairs of them also in L2, because exact match and F1
+    have the same default weight) and without shipped+prefix (five), and in 22 of its 300 refits.
+    An argmin would then pick by the last bits of float sums, which differ between CPUs' kernels
+    (under ATEN_CPU_CAPABILITY=default lesson 10 ranked a held-out model 2nd, not 3rd: issue 26).
+    The L2 step takes the tied *vertex* nearest prior, not the L2-nearest point of the tied face."""
+    tied = _least(W, *costs)
+    distinct = [i for i in range(len(tied)) if all((tied[i] - tied[:i]).abs().amax(1) > 1e-9)]
+    tied = tied[distinct]
+    return _least(tied, *_tie_costs(tied, D, prior))[0], tied
 
 
 def _tie_costs(W, D, prior):
     """Nearer the prior in L2, then the larger separation of the first model from the last
     (w . sum of D, the margins added up), for _pick_vertex."""
     return ((W - prior) ** 2).sum(1), -(W @ D.sum(0))
+
+
+def _clean_weights(w):
+    w = torch.where(w < _LP_TOL, 0.0, w)
+    return w / w.sum()
 
 
 @dataclass
@@ -4549,6 +4563,7 @@ class WeightFit:
     margins: list  # (better, worse, aggregate difference) for each adjacent pair of the preference
     scores: dict  # model -> aggregate under weights
     message: str
+    tied: list  # every weighting (dict) as near the prior as weights; > 1: the tie rule chose
 
     @property
     def min_margin(self):
@@ -4561,8 +4576,10 @@ def fit_weights(results_by_model, preference, margin_share=0.5, prior=None):
 
     Two small linear programs, solved exactly by visiting every vertex (_vertices): (1) the largest
     smallest margin m* over adjacent pairs, weights non-negative and summing to 1; (2) among weights
-    keeping at least margin_share * m*, those nearest prior (DEFAULT_WEIGHTS) in L1: the
-    regulariser.
+    keeping at least margin_share * m*, the one nearest prior (DEFAULT_WEIGHTS) in L1: the
+    regulariser. When several are equally near in L1 (and in margin), they are all in .tied, and
+    the one taken is the tied vertex nearest prior in L2, then the one separating first from last
+    most.
     An LP rather than a pairwise logistic loss, because its margins are in the aggregate's own units
     and m* <= 0 proves that no weights realise the order (reported, never raised: realisable=False,
     with LP 1's least-bad weights); scipy is not a dependency, and 4 weights give few vertices.
@@ -4576,17 +4593,17 @@ def fit_weights(results_by_model, preference, margin_share=0.5, prior=None):
     p = torch.tensor([prior[n] for n in evals], dtype=torch.float64)
     X = torch.tensor([[feats[m][n] for n in evals] for m in preference], dtype=torch.float64)
     D = X[:-1] - X[1:]  # (pairs, evals): better minus worse, for each adjacent pair
-    best, w = _max_min_margin(D, p)
+    best, w, tied = _max_min_margin(D, p)
     realisable = best > _LP_TOL
     if realisable:
-        nearer = _nearest_with_margin(D, p, margin_share * best)
-        w = w if nearer is None else nearer
-    w = torch.where(w < _LP_TOL, 0.0, w)
-    weights = dict(zip(evals, (w / w.sum()).tolist()))
+        nearer, nearer_tied = _nearest_with_margin(D, p, margin_share * best)
+        w, tied = (w, tied) if nearer is None else (nearer, nearer_tied)
+    weights = dict(zip(evals, _clean_weights(w).tolist()))
+    tied = [dict(zip(evals, _clean_weights(v).tolist())) for v in tied]
     scores = aggregate_models(results_by_model, weights)
     margins = [(a, b, scores[a] - scores[b]) for a, b in zip(preference, preference[1:])]
     message = _fit_message(realisable, best, margins)
-    return WeightFit(weights, realisable, best, margins, scores, message)
+    return WeightFit(weights, realisable, best, margins, scores, message, tied)
 
 
 def _fit_message(realisable, best, margins):

@@ -332,15 +332,21 @@ assert fitted.extras["nll"] < x["nll"] / 3 and fitted.value > cal.value  # NLL d
 
 # %%
 # NBVAL_CHECK_OUTPUT
+def shown(c):  # 3 significant digits, and a confidence near 1 as its gap below 1, never as "1"
+    return f"1 - {1 - c:.1g}" if c > 0.999 else f"{c:.3g}"
+
+
 by_nll = sorted(cal.per_example, key=lambda r: r["nll"], reverse=True)
 for r in by_nll[:3]:
-    print(f"{r['question']!r}: picks {r['prediction']!r} at {r['confidence']:.3g}; "
+    print(f"{r['question']!r}: picks {r['prediction']!r} at {shown(r['confidence'])}; "
           f"gold {r['gold']!r} gets {r['probabilities'][r['choices'].index(r['gold'])]:.3g}, "
           f"NLL {r['nll']:.4g} nats")
 share = sum(r["nll"] for r in by_nll[:3]) / sum(r["nll"] for r in by_nll)
 print(f"these 3 items carry {share:.0%} of the total NLL of 20 items")
 assert share > 0.6 and not any(r["correct"] for r in by_nll[:3])
 assert all(r["probabilities"][r["choices"].index(r["gold"])] < 1e-5 for r in by_nll[:3])
+read_back = [1 - float(t[4:]) if t.startswith("1 - ") else float(t) for t in map(shown, confs.tolist())]
+assert all(v < 1 for v in read_back), "a confidence below 1 must not print as 1"
 
 # %% [markdown]
 # On each of them the model gives the gold answer a probability below one in a hundred thousand (one
