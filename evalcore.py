@@ -7410,22 +7410,23 @@ def _limits(timeout, memory_mb, processes):
 
 def _bwrap_command(config, runner_fd, program_fd, read_only):
     """bwrap's arguments up to the command: namespaces, read-only binds, /proc, /dev, /tmp."""
-    new = config["version"] >= (0, 10)  # --size and --disable-userns came in bubblewrap 0.10
+    sized = config["version"] >= (0, 7)  # --size came in bubblewrap 0.7.0
+    no_userns = config["version"] >= (0, 8)  # --disable-userns in 0.8.0
     if config["root"]:  # no user namespace: the runner needs CAP_SETUID/SETGID to drop to its uid
         spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
         spaces += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
         spaces += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         spaces = ["--unshare-all", "--unshare-user", "--cap-drop", "ALL"]
-        spaces += ["--disable-userns"] if new else []  # no user namespace made inside it
+        spaces += ["--disable-userns"] if no_userns else []  # no user namespace made inside it
     args = [config["bwrap"], *spaces, "--die-with-parent", "--new-session", "--clearenv"]
     args += ["--hostname", "sandbox", *_system_binds()]
-    # bwrap 0.10-0.11 makes a bind's missing parents 0700 (its perms default to 0): --dir first
+    # bwrap makes a bind's missing parents 0700 (its perms default to 0): --dir first
     binds = [(prefix, prefix) for prefix in config["prefixes"]] + list((read_only or {}).items())
     for dest, source in binds:
         args += ["--dir", dest, "--ro-bind", source, dest]
     args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777"]
-    args += (["--size", str(SANDBOX_TMP_MB << 20)] if new else []) + ["--tmpfs", "/tmp"]
+    args += (["--size", str(SANDBOX_TMP_MB << 20)] if sized else []) + ["--tmpfs", "/tmp"]
     args += ["--perms", "0444", "--ro-bind-data", str(runner_fd), "/sandbox/runner.py"]
     args += ["--perms", "0444", "--ro-bind-data", str(program_fd), "/sandbox/program.py"]
     return args + ["--remount-ro", "/", "--chdir", "/tmp"]

@@ -165,3 +165,16 @@ def test_the_recorded_hostile_outcomes_cover_every_program():
         assert outcome["outcome"] == outcome["expected"] == programs[name]["expected"], name
     assert record["isolation"].startswith("bubblewrap")
     assert record["limits"]["memory_mb"] == ec.SANDBOX_MEMORY_MB
+
+
+@pytest.mark.parametrize(
+    "version,sized,no_userns",
+    [((0, 6, 0), False, False), ((0, 7, 0), True, False), ((0, 8, 0), True, True),
+     ((0, 11, 0), True, True)],
+)  # fmt: skip
+def test_bwrap_options_follow_the_release_that_added_them(version, sized, no_userns):
+    """--size came in bubblewrap 0.7.0 and --disable-userns in 0.8.0 (its NEWS and tags): Debian
+    12's 0.8.0 and Ubuntu 24.04's 0.9.0 get both, an older bwrap neither."""
+    config = {"bwrap": "bwrap", "version": version, "root": False, "prefixes": []}
+    args = ec._bwrap_command(config, 3, 4, None)
+    assert ("--size" in args, "--disable-userns" in args) == (sized, no_userns), args
