@@ -78,12 +78,12 @@ def test_batch_size_changes_nothing(trained_model, tok):
         for b in (1, 3, 20)
     ]
     for other in runs[1:]:
-        assert other.value == pytest.approx(runs[0].value, rel=1e-6)
+        assert other.value == pytest.approx(runs[0].value, rel=ec.BATCHED_RTOL)
         assert other.extras["total_tokens"] == runs[0].extras["total_tokens"]
         assert other.extras["windows"] == runs[0].extras["windows"]
         for a, b in zip(runs[0].per_example, other.per_example):
             assert a["text"] == b["text"]
-            assert b["score"] == pytest.approx(a["score"], rel=1e-6)
+            assert b["score"] == pytest.approx(a["score"], rel=ec.BATCHED_RTOL)
 
 
 def test_off_by_one_changes_the_number(trained_model, tok):

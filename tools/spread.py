@@ -12,7 +12,7 @@ between kernel choices here) and its gap to the recording, beside the tolerance 
 it. Each tolerance is a stated multiple (about 10x) of the largest of these, with a comment saying
 so; the last column says how many times the measured spread it is.
 
-About 6 minutes on 2 cores for 12 runs; run it on an idle machine.
+Each run takes about 3.5 CPU-minutes (eight took 67 minutes on 2 shared cores); run it idle.
 """
 
 import argparse
