@@ -5920,8 +5920,9 @@ def _last_word(text):
     return words[-1] if words else ""
 
 
-def _close_13(a, b):
-    return _is_real(a) and math.isfinite(a) and abs(a - b) < 1e-9
+def _close(a, b):
+    """An exercise checker's comparison: a is a finite number equal to b up to float rounding."""
+    return _is_real(a) and math.isfinite(a) and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def last_word_problem(last_word, em_last_word, em):
@@ -5948,9 +5949,9 @@ def last_word_problem(last_word, em_last_word, em):
     scores = [exact_match(_last_word(r["prediction"]), r["reference"]) for r in em.per_example]
     if not _is_real(em_last_word):
         return f"em_last_word must be a number, got {em_last_word!r}"
-    if _close_13(em_last_word, sum(scores)) and sum(scores) != _mean(scores):
+    if _close(em_last_word, sum(scores)) and sum(scores) != _mean(scores):
         return "em_last_word is a count of answers: store the mean over the 20"
-    if not _close_13(em_last_word, _mean(scores)):
+    if not _close(em_last_word, _mean(scores)):
         return (
             f"em_last_word is {em_last_word!r}: not the mean exact match of em's answers under "
             "last_word"
@@ -5968,13 +5969,13 @@ def template_share_problem(template_share, tok, instructions):
     prompt = [len(tok.encode_prompt(q)) for q in instructions]
     own = [len(tok.encode(q)) for q in instructions]
     added = sum(prompt) - sum(own)
-    if _close_13(template_share, added / sum(prompt)):
+    if _close(template_share, added / sum(prompt)):
         return None
-    if _close_13(template_share, sum(own) / sum(prompt)):
+    if _close(template_share, sum(own) / sum(prompt)):
         return (
             "template_share is the questions' own share of the prompts: the template's is the rest"
         )
-    if _close_13(template_share, _mean((p - o) / p for p, o in zip(prompt, own))):
+    if _close(template_share, _mean((p - o) / p for p, o in zip(prompt, own))):
         return "template_share is a mean of the 20 prompts' shares: count all their tokens together"
     return (
         "template_share is not the template's share of all prompt tokens: count the prompts with "
@@ -5992,12 +5993,10 @@ def reserved_lenient_problem(reserved_lenient, lenient_drop, development, reserv
     dev = answer_policy_eval(development, lenient).value
     if not _is_real(reserved_lenient):
         return f"reserved_lenient must be a number, got {reserved_lenient!r}"
-    if not _close_13(reserved_lenient, value[lenient]):
-        if _close_13(reserved_lenient, dev):
+    if not _close(reserved_lenient, value[lenient]):
+        if _close(reserved_lenient, dev):
             return "reserved_lenient is the development half's score: score the reserved half"
-        others = [
-            p for p in ANSWER_POLICIES if p != lenient and _close_13(reserved_lenient, value[p])
-        ]
+        others = [p for p in ANSWER_POLICIES if p != lenient and _close(reserved_lenient, value[p])]
         if others:
             return (
                 f"reserved_lenient is the reserved half under {others[0]!r}: re-score it under "
@@ -6006,9 +6005,9 @@ def reserved_lenient_problem(reserved_lenient, lenient_drop, development, reserv
         return f"reserved_lenient is not the reserved half's exact match under {lenient!r}"
     if not _is_real(lenient_drop):
         return f"lenient_drop must be a number, got {lenient_drop!r}"
-    if _close_13(lenient_drop, value[lenient] - dev) and dev != value[lenient]:
+    if _close(lenient_drop, value[lenient] - dev) and dev != value[lenient]:
         return "lenient_drop has the wrong sign: development minus reserved"
-    if not _close_13(lenient_drop, dev - value[lenient]):
+    if not _close(lenient_drop, dev - value[lenient]):
         return (
             f"lenient_drop is not the development half's exact match under {lenient!r} minus "
             "reserved_lenient"
@@ -6191,10 +6190,6 @@ def served_sanity_check(served, local_model, tok, texts, tolerance=SANITY_TOLERA
 
 
 # The exercises' checks: each says what is wrong, never what the answer is ----------------------
-def _close(a, b):
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
 def bits_per_byte_problem(bpb, logprobs, text):
     """Exercise 1's check: None when bpb is the bits per byte of the scored tokens of an echoed
     response (logprobs: its logprobs field, text its prompt), else what is wrong.
