@@ -17,7 +17,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_PIN := $(shell sed -n 's/^$(HASH) vllm: *\([^ ]*\).*/\1/p' requirements.txt)
 VLLM_PLATFORM := $(filter Linux-x86_64 Linux-aarch64,$(shell uname -s)-$(shell uname -m))
 
-.PHONY: setup no-deps vllm serve record-served demo test lint format lab bench mutation checkpoint notebooks sync editions clean
+.PHONY: setup no-deps vllm serve record-served record-16 demo test lint format lab bench mutation checkpoint notebooks sync editions clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ serve: $(STAMP) vllm  ## SmolLM2 behind vLLM on 127.0.0.1 (a free port) until Ct
 
 record-served: $(STAMP) vllm  ## re-record lessons 09 and 14's served responses from a fresh vLLM (then: make notebooks)
 	$(BIN)/python evalcore.py record-served
+
+record-16: $(STAMP)  ## re-record lesson 16's HumanEval samples (about 3 h of 2 cores; resumes where it stopped)
+	$(BIN)/python evalcore.py record-16 --worker 0 --workers 2 & \
+	$(BIN)/python evalcore.py record-16 --worker 1 --workers 2; s=$$?; wait $$! && test $$s = 0
+	$(BIN)/python evalcore.py record-16
 
 no-deps:  ## the `# no-deps:` pins of requirements.txt into the active Python (after conda's env)
 	$(PYTHON) -m pip install --no-deps $(NO_DEPS)

@@ -212,6 +212,9 @@ __all__ = [
     "RawPrompt", "humaneval_prompts", "extract_code", "completion_from_answer",
     "HUMANEVAL_SETTINGS", "humaneval_results", "humaneval_eval", "hostile_programs",
     "SANDBOX_OUTCOMES_PATH", "record_hostile_outcomes", "load_hostile_outcomes",
+    "RECORDING_16_PATH", "RECORDING_16_PARTS", "RECORD_16_MAX_NEW_TOKENS", "RECORD_16_TOP_P",
+    "RECORD_16_SUBSET", "RECORD_16_SETTINGS", "record_16_settings", "record_16_parts",
+    "record_16",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "ServerUnavailable", "ServerDead", "HTTPClient", "default_cache_key",
     "HTTPJudge", "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON",
@@ -8233,6 +8236,160 @@ def load_hostile_outcomes(path=SANDBOX_OUTCOMES_PATH):
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+# Recorded samples: SmolLM2 on HumanEval (`make record-16`) ----------------------------------------
+# About three hours of both cores here (2,768 answers of up to 384 tokens), so the lesson replays
+# them. The work is cut into parts, each a batch of problems of one setting, written as it ends to
+# data/recording_16.parts/: a stopped recording resumes, and `--worker I --workers N` splits the
+# parts between processes (one thread each). Every sampled setting uses the same seed, so sample j
+# of a problem draws the same uniforms at every temperature (common random numbers: the paired
+# temperature comparison sees less noise, and no other bias).
+RECORDING_16_PATH = ROOT / "data" / "recording_16.json"
+
+
+RECORDING_16_PARTS = ROOT / "data" / "recording_16.parts"
+
+
+RECORD_16_MAX_NEW_TOKENS = 384  # a chat answer restates the signature and docstring before the body
+
+
+RECORD_16_TOP_P = 0.95  # the Codex paper's nucleus ("nucleus sampling with top p = 0.95")
+
+
+RECORD_16_SUBSET = 40  # the first 40 problems: the temperature comparison
+
+
+RECORD_16_SETTINGS = {  # name: (prompt format, temperature, samples a problem, problems)
+    "greedy, chat": ("chat", 0.0, 1, None),
+    "greedy, raw": ("raw", 0.0, 1, None),
+    "T=0.8, chat": ("chat", 0.8, 10, None),
+    "T=0.2, chat": ("chat", 0.2, 10, RECORD_16_SUBSET),
+    "T=1.0, chat": ("chat", 1.0, 10, RECORD_16_SUBSET),
+}
+
+
+def record_16_settings(name):
+    """What the samples of one RECORD_16_SETTINGS entry depend on (HUMANEVAL_SETTINGS) and n.
+
+    Lesson 16."""
+    if name not in RECORD_16_SETTINGS:
+        raise ValueError(f"setting must be one of {list(RECORD_16_SETTINGS)}, got {name!r}")
+    prompt_format, temperature, n, _ = RECORD_16_SETTINGS[name]
+    stop = HUMANEVAL_STOP if prompt_format == "raw" else (FENCE_STOP,)
+    return {
+        "prompt_format": prompt_format, "temperature": temperature,
+        "top_p": None if temperature == 0 else RECORD_16_TOP_P,
+        "seed": None if temperature == 0 else SEED, "stop": list(stop),
+        "max_new_tokens": RECORD_16_MAX_NEW_TOKENS, "n": n,
+    }  # fmt: skip
+
+
+def _record_16_parts(problems):
+    """[(part file name, setting name, task_ids)]: greedy parts of 16 problems, sampled parts of
+    6 (60 rows: one batch of GENERATE_BATCH), in RECORD_16_SETTINGS order."""
+    parts = []
+    for name, (_, _, n, subset) in RECORD_16_SETTINGS.items():
+        ids = [p["task_id"] for p in problems[:subset]]
+        size = 16 if n == 1 else GENERATE_BATCH // n
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        for i in range(0, len(ids), size):
+            parts.append((f"{slug}-{i // size:03d}.json", name, ids[i : i + size]))
+    return parts
+
+
+def _record_16_part(model, tok, problems, name, task_ids):
+    """One part's samples: each problem's answers in one setting, with their tokens."""
+    import time
+
+    s, by_id = record_16_settings(name), _problems_by_id(problems)
+    chosen = [by_id[t] for t in task_ids]
+    ptok, prompts, stop = humaneval_prompts(tok, chosen, s["prompt_format"])
+    start = time.perf_counter()
+    rows = _decode(model, ptok, prompts, s["max_new_tokens"], s["n"], s["temperature"],
+                   s["top_p"] or 1.0, SEED, stop)  # fmt: skip
+    samples = [
+        {"task_id": t, "sample": row.sample, "answer": row.text, "tokens": row.tokens}
+        for t, prompt_rows in zip(task_ids, rows) for row in prompt_rows
+    ]  # fmt: skip
+    return {"setting": name, "settings": s, "task_ids": task_ids, "samples": samples,
+            "seconds": round(time.perf_counter() - start, 1),
+            "threads": torch.get_num_threads()}  # fmt: skip
+
+
+def record_16_parts(worker=0, workers=1, folder=RECORDING_16_PARTS):
+    """Record the parts this worker owns (every workers-th, from the worker-th) that are not
+    already in folder, one thread each; returns how many it recorded.
+
+    Lesson 16."""
+    _check_number("workers", workers, 1, integer=True)
+    _check_number("worker", worker, 0, workers - 1, integer=True)
+    torch.set_num_threads(1)  # one a worker: the batches' short tails waste a second thread
+    problems, folder = load_humaneval(), Path(folder)
+    todo = [part for i, part in enumerate(_record_16_parts(problems))
+            if i % workers == worker and not (folder / part[0]).exists()]  # fmt: skip
+    if todo:
+        model, tok = load_smollm2()
+    for file, name, task_ids in todo:
+        part = _record_16_part(model, tok, problems, name, task_ids)
+        _write_json_atomic(folder / file, part)
+        print(f"{file}: {len(part['samples'])} samples in {part['seconds']} s", flush=True)
+    return len(todo)
+
+
+def record_16(path=RECORDING_16_PATH, folder=RECORDING_16_PARTS):
+    """Every RECORD_16_SETTINGS sample (the parts missing from folder recorded first), each run
+    in the sandbox, written to path with the GGUF's and HumanEval's SHA-256 (`make record-16`).
+
+    Lesson 16."""
+    from datetime import datetime
+
+    record_16_parts(folder=folder)
+    problems = load_humaneval()
+    parts = [json.loads((Path(folder) / f).read_text(encoding="utf-8"))
+             for f, _, _ in _record_16_parts(problems)]  # fmt: skip
+    settings = {}
+    for name in RECORD_16_SETTINGS:
+        mine = [p for p in parts if p["setting"] == name]
+        samples = [s for p in mine for s in p["samples"]]
+        fmt = mine[0]["settings"]["prompt_format"]
+        for s in samples:
+            s["completion"] = completion_from_answer(s["answer"], fmt)
+        ran = humaneval_results(problems[: RECORD_16_SETTINGS[name][3]], samples,
+                                isolation="bubblewrap")  # fmt: skip
+        for s, r in zip(samples, ran):
+            s["outcome"], s["detail"] = r.outcome, r.detail[:200]
+        settings[name] = {**mine[0]["settings"], "samples": samples,
+                          "seconds": round(sum(p["seconds"] for p in mine), 1)}  # fmt: skip
+    rec = {
+        "note": "SmolLM2-135M-Instruct's answers to HumanEval, each run in the sandbox; lesson 16 "
+        "reads these, then checks a few against the live model.",
+        "model": {
+            "file": SMOLLM2_FILE,
+            "sha256": SMOLLM2_SHA256,
+            "package": SMOLLM2_PACKAGE,
+            "version": SMOLLM2_VERSION,
+        },
+        "benchmark": {
+            "file": HUMANEVAL_FILE,
+            "sha256": HUMANEVAL_SHA256,
+            "package": HUMANEVAL_PACKAGE,
+            "version": HUMANEVAL_VERSION,
+        },
+        "versions": _versions("transformers"),
+        "threads": sorted({p["threads"] for p in parts}),
+        "sandbox": {
+            "timeout": HUMANEVAL_TIMEOUT,
+            "memory_mb": SANDBOX_MEMORY_MB,
+            "isolation": "bubblewrap",
+        },
+        "date": datetime.now(UTC).date().isoformat(),
+        "settings": settings,
+    }
+    Path(path).write_text(
+        json.dumps(rec, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+    )
+    return rec
+
+
 # =================================================================================================
 # Appendix A · HTTP transport: the clients (judge, served model), local servers, vLLM, replays
 # =================================================================================================
@@ -9492,6 +9649,10 @@ _COMMANDS = {  # name: (what it does, for --help; how it runs, given the parsed 
         "re-record data/recording_13.json (SmolLM2, about a minute)",
         lambda a: record_13(),
     ),
+    "record-16": (
+        "record lesson 16's HumanEval samples (hours; --worker I --workers N splits them)",
+        lambda a: record_16() if a.workers is None else record_16_parts(a.worker, a.workers),
+    ),
     "serve-judge": (
         "the mock judge behind an OpenAI-style API on 127.0.0.1",
         lambda a: serve_judge(a.port),
@@ -9502,8 +9663,8 @@ _COMMANDS = {  # name: (what it does, for --help; how it runs, given the parsed 
 
 
 def main(argv=None):
-    """`python evalcore.py [demo|checkpoint|record|record-13|serve-judge|serve-vllm|record-served]
-    ...`; returns the exit status.
+    """`python evalcore.py [demo|checkpoint|record|record-13|record-16|serve-judge|serve-vllm|
+    record-served] ...`; returns the exit status.
 
     Appendix B (the command line)."""
     parser = argparse.ArgumentParser(description="Train TinyGPT briefly, run every eval, report.")
@@ -9520,6 +9681,8 @@ def main(argv=None):
     parser.add_argument(
         "--port", type=int, default=8000, help="serve-judge's port (0: any free one)"
     )
+    parser.add_argument("--worker", type=int, default=0, help="record-16: this worker's number")
+    parser.add_argument("--workers", type=int, default=None, help="record-16: how many workers")
     parser.add_argument(
         "--per-token",
         action="store_true",
