@@ -41,10 +41,10 @@ vllm: $(if $(VLLM_PLATFORM),$(VLLM_STAMP))  ## vLLM's CPU build in .venv-vllm (a
 serve: $(STAMP) vllm  ## SmolLM2 behind vLLM on 127.0.0.1 (a free port) until Ctrl-C; stopped by its PID
 	$(BIN)/python evalcore.py serve-vllm
 
-record-served: $(STAMP) vllm  ## re-record lessons 09 and 14's served responses from a fresh vLLM (then: make notebooks)
+record-served: $(STAMP) vllm  ## re-record lessons 09, 14 and 16's served responses from a fresh vLLM (then: make notebooks)
 	$(BIN)/python evalcore.py record-served
 
-record-16: $(STAMP)  ## re-record lesson 16's HumanEval samples (about 3 h of 2 cores; resumes where it stopped)
+record-16: $(STAMP)  ## re-record lesson 16's HumanEval samples (about 50 min of 2 cores; resumes where it stopped)
 	$(BIN)/python evalcore.py record-16 --worker 0 --workers 2 & \
 	$(BIN)/python evalcore.py record-16 --worker 1 --workers 2; s=$$?; wait $$! && test $$s = 0
 	$(BIN)/python evalcore.py record-16

@@ -211,11 +211,12 @@ __all__ = [
     "HUMANEVAL_FORMATS", "CHAT_CODE_REQUEST", "HUMANEVAL_TIMEOUT", "humaneval_program",
     "RawPrompt", "humaneval_prompts", "extract_code", "completion_from_answer",
     "HUMANEVAL_SETTINGS", "humaneval_results", "humaneval_eval", "hostile_programs",
-    "SANDBOX_OUTCOMES_PATH", "record_hostile_outcomes", "load_hostile_outcomes",
+    "SANDBOX_OUTCOMES_PATH", "record_hostile_outcomes", "hostile_outcomes", "load_hostile_outcomes",
     "RECORDING_16_PATH", "RECORDING_16_PARTS", "RECORD_16_MAX_NEW_TOKENS", "RECORD_16_TOP_P",
     "RECORD_16_SUBSET", "RECORD_16_SETTINGS", "record_16_settings", "record_16_parts",
     "record_16", "load_recording_16", "recorded_samples", "recorded_results", "recorded_humaneval",
-    "PASS_AT_K_ESTIMATORS", "simulate_pass_at_k",
+    "RECORDING_16_SERVED_PATH", "SERVED_16_PROBLEMS", "PASS_AT_K_ESTIMATORS",
+    "simulate_pass_at_k", "pass_at_k_mistake", "pass_at_5_mistake", "low_temperature_only_mistake",
     # Appendix A · HTTP transport
     "RETRY_STATUSES", "ServerUnavailable", "ServerDead", "HTTPClient", "default_cache_key",
     "HTTPJudge", "ServedModel", "ServedTokenizer", "JudgeServer", "serve_judge", "VLLM_PYTHON",
@@ -8193,6 +8194,23 @@ def record_hostile_outcomes(path=SANDBOX_OUTCOMES_PATH):
     return record
 
 
+def hostile_outcomes():
+    """Run hostile_programs under bubblewrap, with a secret file, an environment variable and a
+    listener on 127.0.0.1 for them to reach: {name: source, expected, outcome, detail, seconds,
+    stdout}; a RuntimeError if one ended otherwise than expected or reached anything outside.
+
+    Lesson 16."""
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix="evalcore-secret-", suffix=".txt")
+    with os.fdopen(handle, "w") as f:
+        f.write("the secret\n")
+    try:
+        return _hostile_outcomes_around(Path(name))
+    finally:
+        Path(name).unlink()
+
+
 def _hostile_outcomes_around(secret):
     """The hostile programs' outcomes, run with an environment variable and a listener set up,
     after checking that none reached them or changed the secret file."""
@@ -8238,7 +8256,7 @@ def load_hostile_outcomes(path=SANDBOX_OUTCOMES_PATH):
 
 
 # Recorded samples: SmolLM2 on HumanEval (`make record-16`) ----------------------------------------
-# About three hours of both cores here (2,768 answers of up to 384 tokens), so the lesson replays
+# About 50 minutes of both cores here (2,768 answers of up to 384 tokens), so the lesson replays
 # them. The work is cut into parts, each a batch of problems of one setting, written as it ends to
 # data/recording_16.parts/: a stopped recording resumes, and `--worker I --workers N` splits the
 # parts between processes (one thread each). Every sampled setting uses the same seed, so sample j
@@ -8432,19 +8450,29 @@ def recorded_results(rec, setting):
     ]  # fmt: skip
 
 
-def recorded_humaneval(rec, setting, ks=(1, 10), *, rerun=False, isolation="auto"):
-    """humaneval_eval of one recorded setting on the problems it covers: from the recorded
-    outcomes, or with rerun=True from running every sample again in the sandbox.
+def recorded_humaneval(rec, setting, ks=(1, 10), *, first=None, rerun=False, isolation="auto"):
+    """humaneval_eval of one recorded setting on the problems it covers (the first `first` of
+    them if given): from the recorded outcomes, or with rerun=True from running every sample
+    again in the sandbox.
 
     Lesson 16."""
     s = _recorded_setting(rec, setting)
-    covered = dict.fromkeys(x["task_id"] for x in s["samples"])
-    problems = [p for p in load_humaneval() if p["task_id"] in covered]
+    covered = list(dict.fromkeys(x["task_id"] for x in s["samples"]))
+    if first is not None:
+        covered = covered[: _check_number("first", first, 1, len(covered), integer=True)]
+    problems = [p for p in load_humaneval() if p["task_id"] in set(covered)]
+    kept = [i for i, x in enumerate(s["samples"]) if x["task_id"] in set(covered)]
+    samples, results = recorded_samples(rec, setting), recorded_results(rec, setting)
     return humaneval_eval(
-        problems, recorded_samples(rec, setting), ks,
-        settings={k: s[k] for k in HUMANEVAL_SETTINGS},
-        results=None if rerun else recorded_results(rec, setting), isolation=isolation,
+        problems, [samples[i] for i in kept], ks, settings={k: s[k] for k in HUMANEVAL_SETTINGS},
+        results=None if rerun else [results[i] for i in kept], isolation=isolation,
     )  # fmt: skip
+
+
+RECORDING_16_SERVED_PATH = ROOT / "data" / "recording_16_served.json"  # lesson 16's vLLM samples
+
+
+SERVED_16_PROBLEMS = 10  # the first 10 problems, n=10 each: about 4 minutes of vLLM on 2 cores
 
 
 # pass@k's estimators on a benchmark whose truth is known -----------------------------------------
@@ -8481,6 +8509,75 @@ def simulate_pass_at_k(rates, n, k, trials=2000, seed=SEED):
         "bias": {name: float(v.mean()) - truth for name, v in estimates.items()},
         "sd": {name: float(v.std()) for name, v in estimates.items()},
     }  # fmt: skip
+
+
+# Exercise checks: each says what is wrong with an answer, never what the answer is -----------
+def pass_at_k_mistake(pass_at_k_by_hand, largest_n=12):
+    """Exercise 1's check: None when pass_at_k_by_hand(n, c, k) is pass@k for every n up to
+    largest_n, c and k, else what is wrong (the case, never the value).
+
+    Lesson 16."""
+    if not callable(pass_at_k_by_hand):
+        return f"pass_at_k_by_hand must be a function of (n, c, k), got {pass_at_k_by_hand!r}"
+    cases = [(n, c, k) for n in range(1, largest_n + 1) for c in range(n + 1)
+             for k in range(1, n + 1)]  # fmt: skip
+    for n, c, k in cases:
+        call = f"pass_at_k_by_hand({n}, {c}, {k})"
+        try:
+            got = pass_at_k_by_hand(n, c, k)
+        except Exception as exc:  # the student's code: any failure is reported, not raised
+            return f"{call} raised {type(exc).__name__}: {exc}"
+        if _close(got, pass_at_k(n, c, k)):
+            continue
+        if _close(got, 1 - (1 - c / n) ** k):
+            return f"{call} is the naive 1 - (1 - c/n)^k: it draws with replacement"
+        return (
+            f"{call} is {got!r}, not pass@k: the chance that at least one of k samples drawn "
+            f"without replacement from the n passes"
+        )
+    return None
+
+
+def pass_at_5_mistake(pass_5, rec):
+    """Exercise 2's check: None when pass_5 is the recorded T=0.8 setting's pass@5 (an EvalResult
+    over its 164 problems, with its interval), else what is wrong.
+
+    Lesson 16."""
+    if not isinstance(pass_5, EvalResult):
+        return (
+            f"pass_5 must be an EvalResult (ec.recorded_humaneval gives one per k), got {pass_5!r}"
+        )
+    if pass_5.extras.get("k") != 5:
+        return f"pass_5 is pass@{pass_5.extras.get('k')}, not pass@5"
+    if len(pass_5.per_example) != 164 or pass_5.extras.get("temperature") != 0.8:
+        return "pass_5 must cover all 164 problems of the T=0.8 setting"
+    if not _close(pass_5.value, recorded_humaneval(rec, "T=0.8, chat", (5,))[5].value):
+        return "pass_5's value is not the mean over problems of each problem's unbiased pass@5"
+    if not pass_5.extras.get("ci95"):
+        return "pass_5 has no interval: ec.recorded_humaneval adds one over problems"
+    return None
+
+
+def low_temperature_only_mistake(only_low, rec):
+    """Exercise 3's check: None when only_low lists, in problem order, the task_ids of the first
+    40 problems that some T=0.2 sample passes and no T=1.0 sample does, else what is wrong.
+
+    Lesson 16."""
+    solved = {name: {r["task_id"] for r in recorded_humaneval(rec, name, (1,))[1].per_example
+                     if r["c"] > 0} for name in ("T=0.2, chat", "T=1.0, chat")}  # fmt: skip
+    order = [r["task_id"] for r in recorded_humaneval(rec, "T=0.2, chat", (1,))[1].per_example]
+    expected = [t for t in order if t in solved["T=0.2, chat"] - solved["T=1.0, chat"]]
+    if not isinstance(only_low, list) or not all(isinstance(t, str) for t in only_low):
+        return f"only_low must be a list of task_id strings, got {only_low!r}"
+    if any(t not in solved["T=0.2, chat"] for t in only_low):
+        return "only_low holds a problem that no T=0.2 sample passes"
+    if any(t in solved["T=1.0, chat"] for t in only_low):
+        return "only_low holds a problem that some T=1.0 sample passes too"
+    if sorted(only_low) != sorted(expected):
+        return f"only_low misses {len(set(expected) - set(only_low))} of the problems"
+    if only_low != expected:
+        return "only_low must be in the problems' order (HumanEval/0 first)"
+    return None
 
 
 # =================================================================================================
@@ -9690,7 +9787,7 @@ def serve_vllm():
     with smollm2_server() as server:
         print(
             f"vLLM (PID {server.pid}) serves {server.model!r} at {server.url}\n"
-            f"for lessons 09 and 14 live: export EVALCORE_SERVED_URL={server.url}\n"
+            f"for lessons 09, 14 and 16 live: export EVALCORE_SERVED_URL={server.url}\n"
             "Ctrl-C stops it",
             flush=True,
         )
@@ -9702,8 +9799,8 @@ def serve_vllm():
     return 0
 
 
-def record_served(lessons=("09", "14")):
-    """Start vLLM, run lessons 09 and 14 against it with EVALCORE_RECORD=1 (each writes its
+def record_served(lessons=("09", "14", "16")):
+    """Start vLLM, run lessons 09, 14 and 16 against it with EVALCORE_RECORD=1 (each writes its
     recording), stop it (`make record-served`; then `make notebooks` replays them).
 
     Appendix B (the command line)."""
@@ -9743,7 +9840,7 @@ _COMMANDS = {  # name: (what it does, for --help; how it runs, given the parsed 
         lambda a: record_13(),
     ),
     "record-16": (
-        "record lesson 16's HumanEval samples (hours; --worker I --workers N splits them)",
+        "record lesson 16's HumanEval samples (about 50 min; --worker I --workers N splits them)",
         lambda a: record_16() if a.workers is None else record_16_parts(a.worker, a.workers),
     ),
     "serve-judge": (
@@ -9751,7 +9848,10 @@ _COMMANDS = {  # name: (what it does, for --help; how it runs, given the parsed 
         lambda a: serve_judge(a.port),
     ),
     "serve-vllm": ("SmolLM2 behind vLLM on 127.0.0.1 (make serve)", lambda a: serve_vllm()),
-    "record-served": ("re-record lessons 09 and 14's served responses", lambda a: record_served()),
+    "record-served": (
+        "re-record lessons 09, 14 and 16's served responses",
+        lambda a: record_served(),
+    ),
 }
 
 

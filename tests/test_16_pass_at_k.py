@@ -275,3 +275,15 @@ def test_the_simulation_refuses_rates_that_are_not_pass_rates(rates):
 def test_the_simulation_refuses_k_above_n():
     with pytest.raises(ValueError, match=r"k must be <= n: k=11 draws from n=10"):
         ec.simulate_pass_at_k([0.5], n=10, k=11, trials=5)
+
+
+# Lesson 16's exercise checks: each names what is wrong, never the expected value -----------------
+def test_the_pass_at_k_check_accepts_the_estimator_and_names_each_mistake():
+    assert ec.pass_at_k_mistake(lambda n, c, k: 1 - math.comb(n - c, k) / math.comb(n, k)) is None
+    naive = ec.pass_at_k_mistake(lambda n, c, k: 1 - (1 - c / n) ** k)
+    assert "naive" in naive and "with replacement" in naive
+    off = ec.pass_at_k_mistake(lambda n, c, k: 1 - math.comb(n - c, k) / math.comb(n + 1, k))
+    assert off.startswith("pass_at_k_by_hand(1, 0, 1) is 0.5, not pass@k")
+    assert "raised ZeroDivisionError" in ec.pass_at_k_mistake(lambda n, c, k: 1 / 0)
+    assert "must be a function" in ec.pass_at_k_mistake(0.5)
+    assert "is nan, not pass@k" in ec.pass_at_k_mistake(lambda n, c, k: float("nan"))

@@ -142,3 +142,27 @@ def test_the_recorded_outcomes_are_what_the_sandbox_gives_again(shipped):
 def test_a_setting_that_was_not_recorded_is_refused(shipped):
     with pytest.raises(ValueError, match=r"setting must be one of .* got 'T=0\.5, chat'"):
         ec.recorded_samples(shipped, "T=0.5, chat")
+
+
+def test_the_pass_at_5_check_accepts_the_result_and_names_each_mistake(shipped):
+    right = ec.recorded_humaneval(shipped, "T=0.8, chat", ks=(5, 10))
+    assert ec.pass_at_5_mistake(right[5], shipped) is None
+    assert ec.pass_at_5_mistake(right[10], shipped) == "pass_5 is pass@10, not pass@5"
+    subset = ec.recorded_humaneval(shipped, "T=0.8, chat", ks=(5,), first=40)[5]
+    assert "all 164 problems" in ec.pass_at_5_mistake(subset, shipped)
+    shifted = ec.EvalResult("humaneval", right[5].value + 0.01, right[5].per_example,
+                            right[5].extras)  # fmt: skip
+    assert "not the mean over problems" in ec.pass_at_5_mistake(shifted, shipped)
+    assert "must be an EvalResult" in ec.pass_at_5_mistake(0.08, shipped)
+
+
+def test_the_low_temperature_check_accepts_the_list_and_names_each_mistake(shipped):
+    right = ["HumanEval/13", "HumanEval/28"]  # by hand from the recording's c per problem
+    assert ec.low_temperature_only_mistake(right, shipped) is None
+    assert "misses 1 of" in ec.low_temperature_only_mistake(right[:1], shipped)
+    assert "in the problems' order" in ec.low_temperature_only_mistake(right[::-1], shipped)
+    assert "some T=1.0 sample passes" in ec.low_temperature_only_mistake(
+        [*right, "HumanEval/22"], shipped
+    )
+    assert "no T=0.2 sample passes" in ec.low_temperature_only_mistake(["HumanEval/0"], shipped)
+    assert "must be a list" in ec.low_temperature_only_mistake("HumanEval/13", shipped)
