@@ -995,46 +995,54 @@ class _Row:
 @torch.no_grad()  # the tests and the bench call it directly: no autograd graph over the steps
 def _decode(model, tok, instructions, max_new_tokens, n=1, temperature=0.0, top_p=1.0,
             seed=SEED, stop=(), batch_size=None):  # fmt: skip
-    """Per instruction, its n finished _Rows, in sample order. Prompts are decoded longest first
-    in batches of up to batch_size rows (GENERATE_BATCH); the samples of one prompt in a batch
-    share its prefill."""
+    """Per instruction, its n finished _Rows, in sample order. Up to batch_size rows
+    (GENERATE_BATCH) are decoded together, prompts longest first; the samples of one prompt share
+    its prefill."""
     prompts = [tok.encode_prompt(s) for s in instructions]
     state_class = _decoder_state(model)
     if state_class is not _UncachedState:
         _check_room(model, prompts, max_new_tokens)
-    batch_size = batch_size or GENERATE_BATCH
     draws = 1 if temperature == 0 else n  # greedy: one answer, the same n times
-    chunk = min(draws, batch_size)  # a prompt's samples that share one prefill
-    units = [(i, range(j, min(j + chunk, draws))) for i in range(len(prompts))
-             for j in range(0, draws, chunk)]  # fmt: skip
+    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))  # stable: ties in order
+    rows = [_Row(i, j, _seeded_rng(seed, "sample", prompts[i], j))
+            for i in order for j in range(draws)]  # fmt: skip
+
+    def prefill(which):  # one row a prompt
+        return state_class(model, [prompts[i] for i in which], tok.pad_id, max_new_tokens)
+
     out = [[] for _ in prompts]
     with _eval_mode(model):
-        lengths = [len(prompts[i]) for i, _ in units]
-        for batch in length_batches(lengths, max(1, batch_size // chunk), max_padding=1.0):
-            batch = [units[u] for u in batch]
-            rows = [_Row(i, j, _seeded_rng(seed, "sample", prompts[i], j))
-                    for i, samples in batch for j in samples]  # fmt: skip
-            state = state_class(model, [prompts[i] for i, _ in batch], tok.pad_id, max_new_tokens)
-            if chunk > 1:  # each prompt's cache, copied for each of its samples
-                state.keep([k for k, (_, samples) in enumerate(batch) for _ in samples])
-            _decode_rows(state, rows, tok, max_new_tokens, temperature, top_p, stop)
-            for row in rows:
-                out[row.prompt].append(row)
+        for row in _decode_rows(prefill, rows, batch_size or GENERATE_BATCH, tok, max_new_tokens,
+                                temperature, top_p, stop):  # fmt: skip
+            out[row.prompt].append(row)
     return [sorted(rows, key=lambda row: row.sample) * (n // draws) for rows in out]
 
 
-def _decode_rows(state, rows, tok, max_new_tokens, temperature, top_p, stop):
-    """Decode a prefilled batch, one token per row and step. A row that has ended (a stop token, a
-    stop string, max_new_tokens) leaves the batch and its KV cache once a quarter of the batch has
-    ended (each drop copies the cache); until then it is fed padding and its logits are unused."""
-    batch = list(rows)
+def _decode_rows(prefill, rows, batch_size, tok, max_new_tokens, temperature, top_p, stop):
+    """Decode the rows, at most batch_size at a time, one token per row and step; yields each row
+    once it has ended (a stop token, a stop string, max_new_tokens). The next waiting row takes an
+    ended row's place in the batch at once (continuous batching); once none waits, ended rows
+    leave the batch and its KV cache when a quarter of it has ended (each drop copies the cache),
+    until then fed padding."""
+    waiting, batch, state = _Waiting(rows, prefill), [], None
     while True:
-        live = [i for i, row in enumerate(batch) if row.text is None]
-        if not live:
+        for i, row in enumerate(batch):
+            if row is not None and row.text is not None:
+                yield row
+                batch[i] = None
+        free = [i for i, row in enumerate(batch) if row is None]
+        if waiting.rows and len(free) == len(batch):  # nothing running: a fresh batch
+            batch, state = waiting.start(batch_size)
+        elif waiting.rows and free and state.can_place:
+            for i, row in zip(free, waiting.place(state, free)):
+                batch[i] = row
+        elif len(free) == len(batch):
             return
-        if len(batch) - len(live) >= max(1, len(batch) // 4):
+        elif len(free) >= max(1, len(batch) // 4):
+            live = [i for i, row in enumerate(batch) if row is not None]
             state.keep(live)
-            batch, live = [batch[i] for i in live], list(range(len(live)))
+            batch = [batch[i] for i in live]
+        live = [i for i, row in enumerate(batch) if row is not None]
         logits = state.logits if len(live) == len(batch) else state.logits[live]
         tokens = [tok.pad_id] * len(batch)
         for i, t in zip(live, _pick(logits, temperature, top_p, [batch[i] for i in live]).tolist()):
@@ -1042,6 +1050,50 @@ def _decode_rows(state, rows, tok, max_new_tokens, temperature, top_p, stop):
             _extend(batch[i], t, tok, max_new_tokens, stop)
         if any(batch[i].text is None for i in live):
             state.step(tokens)
+
+
+class _Waiting:
+    """The rows still to be decoded, in order, and the prefilled prompts whose samples are still
+    waiting (a prompt's samples share one prefill wherever in the batch they land)."""
+
+    def __init__(self, rows, prefill):
+        self.rows, self.prefill = list(reversed(rows)), prefill  # the next row last
+        self.left = Counter(row.prompt for row in rows)
+        self.sources = {}  # prompt -> (a prefilled state, the prompt's row in it)
+
+    def _take(self, k):
+        taken = [self.rows.pop() for _ in range(min(k, len(self.rows)))]
+        for row in taken:
+            self.left[row.prompt] -= 1
+        return taken
+
+    def start(self, k):
+        """The next k rows and a state of them (each prompt prefilled once, copied per sample)."""
+        rows = self._take(k)
+        prompts = list(dict.fromkeys(row.prompt for row in rows))
+        state = self.prefill(prompts)
+        if len(prompts) < len(rows):
+            state.keep([prompts.index(row.prompt) for row in rows])
+        return rows, state
+
+    def place(self, state, slots):
+        """The next rows, one per slot (as many as wait), placed into the state's slots."""
+        rows = self._take(len(slots))
+        missing = list(dict.fromkeys(row.prompt for row in rows if row.prompt not in self.sources))
+        if missing:
+            fresh = self.prefill(missing)
+            self.sources.update({p: (fresh, k) for k, p in enumerate(missing)})
+        groups = {}  # by source state: (source, its slots, its rows)
+        for slot, row in zip(slots, rows):
+            source, k = self.sources[row.prompt]
+            group = groups.setdefault(id(source), (source, [], []))
+            group[1].append(slot)
+            group[2].append(k)
+        for source, into, taken in groups.values():
+            state.place(into, source, taken)
+        for prompt in {row.prompt for row in rows if not self.left[row.prompt]}:
+            del self.sources[prompt]
+        return rows
 
 
 def _extend(row, token, tok, max_new_tokens, stop):
@@ -1080,7 +1132,7 @@ def _draw(logits, temperature, top_p, u):
     logits (B, V), u (B,) in [0, 1). The top _CANDIDATES tokens decide almost every draw; a row
     whose draw could reach past them is drawn again among all V."""
     probs = torch.softmax(logits.double() / temperature, dim=-1)  # (B, V)
-    if probs.isnan().any():
+    if probs[:, 0].isnan().any():  # a NaN logit, or -inf for all, makes its whole row NaN
         raise ValueError("the model's logits are NaN, or -inf for every token: nothing to sample")
     top = logits.topk(min(_CANDIDATES, logits.shape[-1]), dim=-1).indices.sort(dim=-1).values
     tokens, sure = _draw_among(logits, probs, top, top_p, u)
@@ -1160,6 +1212,24 @@ class _TinyGPTState:
             self.logits[idx],
         )
 
+    can_place = True
+
+    def place(self, slots, other, rows):
+        """other's rows (a fresh prefill, no longer than this batch: prompts come longest first)
+        into these slots, their caches ending at the last column; columns no row sees are cut."""
+        L = other.valid.shape[1]
+        idx, src = (torch.tensor(r, device=self.valid.device) for r in (slots, rows))
+        for mine, theirs in zip(self.cache, other.cache):
+            for key in ("k", "v"):
+                mine[key][idx, :, -L:] = theirs[key][src]
+        self.valid[idx] = False
+        self.valid[idx, -L:] = other.valid[src]
+        self.positions[idx], self.logits[idx] = other.positions[src], other.logits[src]
+        first = int(self.valid.any(0).nonzero()[0])
+        self.valid = self.valid[:, first:]
+        for layer in self.cache:
+            layer["k"], layer["v"] = layer["k"][:, :, first:], layer["v"][:, :, first:]
+
 
 class _UncachedState:
     """Any other model(ids) -> logits: each row's whole sequence through the model at every step,
@@ -1181,6 +1251,13 @@ class _UncachedState:
 
     def keep(self, rows):
         self.seqs, self.logits = [list(self.seqs[i]) for i in rows], self.logits[rows]
+
+    can_place = True
+
+    def place(self, slots, other, rows):
+        for slot, row in zip(slots, rows):
+            self.seqs[slot] = list(other.seqs[row])
+        self.logits[slots] = other.logits[rows]
 
 
 # The fixtures and EvalResult ---------------------------------------------------------------------
@@ -4854,7 +4931,7 @@ class _HFState:
         ids, mask = ids.to(device), mask.to(device)
         positions = (mask.cumsum(1) - 1).clamp(min=0)  # (B, L): each prompt starts at position 0
         self.hf, self.cache = model.hf, _kv_cache(model.hf, L + max_new_tokens)
-        self.mask, self.positions = mask, positions
+        self.mask, self.positions, self.max_new_tokens = mask, positions, max_new_tokens
         self._forward(ids)
 
     def _forward(self, ids):
@@ -4883,6 +4960,29 @@ class _HFState:
             self.positions[idx],
             self.logits[idx],
         )
+
+    @property
+    def can_place(self):
+        return all(hasattr(layer, "place") for layer in self.cache.layers)
+
+    def place(self, slots, other, rows):
+        """other's rows (a fresh prefill, no longer than this batch: prompts come longest first)
+        into these slots, their caches ending at the last column. When the cache has no room for
+        max_new_tokens more steps, it is copied into one without the columns no row sees, with
+        room for twice max_new_tokens (one copy every max_new_tokens steps at most)."""
+        idx, src = (torch.tensor(r, device=self.mask.device) for r in (slots, rows))
+        S, L = self.mask.shape[1], other.mask.shape[1]
+        self.mask[idx] = 0
+        first = min(int(self.mask.any(0).nonzero()[0]), S - L)  # other rows are still live
+        if S + self.max_new_tokens > self.cache.layers[0].room:
+            self.mask = self.mask[:, first:]
+            room = self.mask.shape[1] + 2 * self.max_new_tokens
+            for layer in self.cache.layers:
+                layer.reserve(first, room)
+        for mine, theirs in zip(self.cache.layers, other.cache.layers):
+            mine.place(idx, theirs, src)
+        self.mask[idx, -L:] = other.mask[src]
+        self.positions[idx], self.logits[idx] = other.positions[src], other.logits[src]
 
 
 def _kv_cache(hf_model, room):
@@ -4938,6 +5038,20 @@ def _roomy_layer():
             )
             self._k, self._v = k, v
             self.keys, self.values = k[:, :, : self.length], v[:, :, : self.length]
+
+        def reserve(self, first, room):
+            """The columns from first on, in new buffers of room positions."""
+            k, v = self.keys[:, :, first:], self.values[:, :, first:]
+            self.room, self.length = room, k.shape[2]
+            self._k, self._v = self._buffer(k, len(k)), self._buffer(v, len(v))
+            self._k[:, :, : self.length], self._v[:, :, : self.length] = k, v
+            self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
+
+        def place(self, slots, other, rows):
+            """other's rows into these slots, ending at the last column."""
+            start = self.length - other.length
+            self._k[slots, :, start : self.length] = other.keys[rows]
+            self._v[slots, :, start : self.length] = other.values[rows]
 
     return RoomyLayer
 

