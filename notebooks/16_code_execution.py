@@ -333,9 +333,10 @@ assert all(a == recorded[p["task_id"]] for p, a in zip(chosen, live))
 
 # %% [markdown]
 # Which problems does it solve? Per problem, c of the 10 samples at T = 0.8 pass (left); on the
-# right pass@k and pass^k against k, the band pass@k's 95% interval over problems (pass^k has none
-# drawn: for k from 6 to 9 it rests on two problems, `strlen` and `add`, at k = 10 on `strlen`
-# alone, too few for a resampled interval to mean much):
+# right pass@k and pass^k against k, the band pass@k's 95% interval over problems (bootstrapped,
+# Wilson's at k = 10, where each problem scores 0 or 1). pass^k has no band drawn: it is the figure's
+# second curve, not its headline, and from k = 6 on it rests on two problems, `strlen` and `add`
+# (at k = 10 on `strlen` alone), too few for a resampled interval to mean much:
 
 # %%
 c_per_problem = pd.Series({r["task_id"]: r["c"] for r in sampled[1].per_example})
@@ -457,17 +458,19 @@ assert all(len(res[1].per_example) == 40 for res in by_temperature.values())
 
 # %% [markdown]
 # The first 40 problems are easier than the rest (at T = 0.8, pass@1 0.098 here against 0.038 on all
-# 164, which contain them; 0.019 on the other 124), so these numbers are not the benchmark's. On them pass@1 falls as the temperature rises,
-# 0.160, 0.098 and 0.050 at T = 0.2, 0.8 and 1.0, and T = 0.2 beats T = 1.0 by 0.110 [0.045, 0.188]
-# (paired over problems): beyond noise. Each step up is too, though less clearly: T = 0.2 against
-# 0.8, +0.062 [0.010, 0.133], and 0.8 against 1.0, +0.048 [0.018, 0.082] (three comparisons made on
-# the same 40 problems, so one interval this close to 0 could be chance). The figure's intervals
-# overlap all the same: each is a single setting's spread over problems, while the differences are
-# paired (the same problems are easy at every temperature), so overlap is no test of a difference.
-# pass@10 is 0.225, 0.225 and 0.200: T = 0.2 against T = 1.0,
-# +0.025 [-0.080, 0.132], no difference 40 problems can detect (three problems differ at all). So a low temperature helps pass@1
-# here; whether a higher one helps pass@10, as the Codex paper found for its models at large k,
-# these data cannot say.
+# 164, which contain them; 0.019 on the other 124), so these numbers are not the benchmark's. On
+# them the point estimates of pass@1 fall as the temperature rises, 0.160, 0.098 and 0.050 at T =
+# 0.2, 0.8 and 1.0, and T = 0.2 beats T = 1.0 by 0.110 [0.045, 0.188] (paired over problems): beyond
+# noise. The steps between are less clear: T = 0.2 against 0.8, +0.062 [0.010, 0.133], and 0.8
+# against 1.0, +0.048 [0.018, 0.082]. These are three comparisons on the same 40 problems; widened
+# for three (98.3% intervals, Bonferroni), the step from 0.8 to 1.0 still stays clear of 0 and the
+# step from 0.2 to 0.8 does not, so that one is suggestive only. The figure's intervals overlap all
+# the same: each is a single setting's spread over problems, while the differences are paired (the
+# same problems are easy at every temperature), so overlap is no test of a difference. pass@10 is
+# 0.225, 0.225 and 0.200, and none of its three differences is one 40 problems can detect (T = 0.2
+# against 1.0, +0.025 [-0.080, 0.132], three problems differ at all; neither adjacent step differs
+# either). So a low temperature helps pass@1 here; whether a higher one helps pass@10, as the Codex
+# paper found for its models at large k, these data cannot say.
 #
 # ## 8. What HumanEval cannot show
 #
