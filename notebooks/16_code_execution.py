@@ -491,7 +491,7 @@ assert min(widened(1, a, b, 6)[0] for a, b in [("T=0.8", "T=1.0"), ("T=0.2", "T=
 # ([0.012, 0.090]) and the step from 0.2 to 0.8 reaches it ([0.000, 0.150]; at 99.2% it crosses
 # it), so that one is suggestive only. The family is named after the fact, so take the widest:
 # over all six comparisons of this section (99.2%), the verdicts are the same, and the three pass@10 intervals cover 0 already at 95%. With only 8 to 10
-# of the 40 differences not zero, these bootstraps also cover less than they say (about 91-92% for
+# of the 40 differences not zero, these bootstraps also cover less than they say (about 91-93% for
 # the 95% ones in a simulation run for this lesson's review, not shipped), the misses mostly above
 # the interval, so it is the upper ends that read low. The figure's intervals overlap all
 # the same: each is a single setting's spread over problems, while the differences are paired (the
