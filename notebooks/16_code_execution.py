@@ -35,7 +35,7 @@
 #   intervals allow;
 # - what HumanEval cannot show, and how the same eval runs against a served model.
 #
-# **Time needed:** about 70 minutes.
+# **Time needed:** about 75 minutes.
 #
 # **Builds on:** lesson 05 (intervals, paired differences), lesson 13 (SmolLM2 and its chat
 # template), lesson 14 (a served model) and lesson 15 (contamination). Uses `ec.load_humaneval`,
