@@ -30,8 +30,8 @@ Lesson 06 · Evidence and protocol  (notebooks/06_evidence_and_protocol.ipynb)
     reference_loss, contract_value, task_success, wrap_raw, wrap_first_time, wrap_source_rule,
     source_support, anchored_clarity, rubric_labels, Rubric, rubric_score, percent_agreement,
     cohen_kappa, confusion_table, load_raters, rater_labels, rater_disputes, score_development,
-    ProtocolLog, protocol_body, freeze_protocol, reveal_reserved, wilson_interval, Rate,
-    success_rate, all_right_rate, rate_table, cases_needed, critical_failures, decision_brief,
+    ProtocolLog, protocol_body, freeze_protocol, frozen_target, reveal_reserved, wilson_interval,
+    Rate, success_rate, all_right_rate, rate_table, cases_needed, critical_failures, decision_brief,
     load_recording, recorded_responses
 Lesson 07 · Calibration  (notebooks/07_calibration.ipynb)
     multiple_choice_items, completion_logliks, choice_logliks, choice_probabilities,
@@ -146,10 +146,10 @@ __all__ = [
     "task_success", "wrap_raw", "wrap_first_time", "wrap_source_rule", "WRAPPERS", "CRITERIA",
     "source_support", "anchored_clarity", "rubric_labels", "Rubric", "rubric_score",
     "percent_agreement", "cohen_kappa", "confusion_table", "load_raters", "rater_labels",
-    "rater_disputes", "score_development", "ProtocolLog", "PROTOCOL_FIELDS", "protocol_body",
-    "freeze_protocol", "reveal_reserved", "Z95", "wilson_interval", "Rate", "success_rate",
-    "all_right_rate", "rate_table", "cases_needed", "critical_failures", "decision_brief",
-    "load_recording", "recorded_responses",
+    "rater_disputes", "score_development", "ProtocolLog", "PROTOCOL_FIELDS", "RATES",
+    "protocol_body", "freeze_protocol", "frozen_target", "reveal_reserved", "Z95",
+    "wilson_interval", "Rate", "success_rate", "all_right_rate", "rate_table", "cases_needed",
+    "critical_failures", "decision_brief", "load_recording", "recorded_responses",
     # Lesson 07 · Calibration
     "MULTIPLE_CHOICE_PATH", "BINNINGS", "multiple_choice_items", "completion_logliks",
     "choice_logliks", "choice_probabilities", "calibration_bins", "expected_calibration_error",
@@ -3049,6 +3049,12 @@ class ProtocolLog:
         its content no longer hashes to it (an entry rewritten with its hash chain redone)."""
         for e in self.verify():
             if e["kind"] == "freeze" and e["protocol_sha256"] == protocol_sha256:
+                missing = [k for k in PROTOCOL_FIELDS if k not in e]
+                if missing:
+                    raise ValueError(
+                        f"protocol log {self.path} entry {e['index']} has no {missing}: it was "
+                        "frozen without a target; freeze the protocol again with one"
+                    )
                 body = {k: e[k] for k in PROTOCOL_FIELDS}
                 if _canonical_sha256(body) != protocol_sha256:
                     raise ValueError(
@@ -3075,12 +3081,22 @@ PROTOCOL_FIELDS = (
     "clarity_anchor",
     "threshold",
     "cases",
+    "target",
+    "rate",
 )  # what the hash covers
 
+RATES = {
+    "task_success_per_case": "exact task success per case: k successes of n cases",
+}  # the rates a frozen target can apply to (decision_brief decides on the frozen one)
 
-def protocol_body(candidate, rubric, clarity_anchor, case_ids):
+
+def protocol_body(
+    candidate, rubric, clarity_anchor, case_ids, target, rate="task_success_per_case"
+):
     """What a freeze locks: candidate (model + wrapper), rubric, clarity reading, threshold, cases,
-    and a SHA-256 over exactly those.
+    the decision's target (in (0, 1]) and the rate it applies to (a name in RATES), and a SHA-256
+    over exactly those. The rubric's threshold is a pass mark per answer; the target is one for
+    the rate.
 
     Lesson 06."""
     if (
@@ -3099,22 +3115,49 @@ def protocol_body(candidate, rubric, clarity_anchor, case_ids):
         )
     if not isinstance(case_ids, (list, tuple)) or not case_ids:
         raise ValueError(f"case_ids must be a non-empty list of case ids, got {case_ids!r}")
+    _check_number("target", target, 0, 1, open_low=True)
+    if rate not in RATES:
+        raise ValueError(f"rate must be one of {sorted(RATES)}, got {rate!r}")
     body = {
         "candidate": dict(candidate),
         "rubric": rubric.to_dict(),
         "clarity_anchor": clarity_anchor,
         "threshold": rubric.threshold,
         "cases": sorted(case_ids),
+        "target": target,
+        "rate": rate,
     }
     return {**body, "protocol_sha256": _canonical_sha256(body)}
 
 
-def freeze_protocol(log, candidate, rubric, clarity_anchor, case_ids):
-    """Append a frozen protocol to the log and return its entry; changing anything later means a
-    new freeze (a new entry), never an edit of this one.
+def freeze_protocol(
+    log, candidate, rubric, clarity_anchor, case_ids, target, rate="task_success_per_case"
+):
+    """Append a frozen protocol, its decision target and rate included, to the log and return its
+    entry; changing anything later (the target too) means a new freeze (a new entry), never an
+    edit of this one.
 
     Lesson 06."""
-    return log.append("freeze", protocol_body(candidate, rubric, clarity_anchor, case_ids))
+    body = protocol_body(candidate, rubric, clarity_anchor, case_ids, target, rate)
+    return log.append("freeze", body)
+
+
+def frozen_target(log, protocol_sha256):
+    """The target and rate a protocol froze, read from the log (an edited entry is refused), and
+    `exposed_before`: its cases that an exposure logged before this freeze had already revealed.
+    Non-empty means the target was set, or set anew, with those results in view: a protocol
+    change, not a test.
+
+    Lesson 06."""
+    frozen = log.protocol(protocol_sha256)
+    entries = log.verify()[: frozen["index"]]
+    seen = {i for e in entries if e["kind"] == "exposure" for i in e["cases"]}
+    return {
+        "target": frozen["target"],
+        "rate": frozen["rate"],
+        "cases": list(frozen["cases"]),
+        "exposed_before": sorted(seen & set(frozen["cases"])),
+    }
 
 
 def reveal_reserved(log, protocol_sha256, cases, responses, notices):
@@ -3293,13 +3336,31 @@ def critical_failures(records):
     return [r for r in records if _times(r["delivered"]) and not r["source_support"]]
 
 
-def decision_brief(name, intended_use, records, target, group_key=None):
-    """accept / restrict / reject from the per-case success rate's interval against target (a
-    per-case target) and the critical failures, with reasons and what new evidence would change
-    the decision. With group_key="source_group" the interval resamples source groups (the cases of
-    one notice depend on each other); the rate is per case either way.
+def decision_brief(name, intended_use, records, log, protocol_sha256, group_key=None):
+    """accept / restrict / reject from the per-case success rate's interval against the target the
+    protocol froze (read from the log, never passed in) and the critical failures, with reasons
+    and what new evidence would change the decision. The frozen target must be for the rate
+    task_success_per_case (one frozen for another rate is refused, not held to this one), and the
+    records must be the protocol's cases. A protocol frozen after some of its cases were revealed
+    is flagged as a protocol change. With group_key="source_group" the interval resamples source
+    groups (the cases of one notice depend on each other); the rate is per case either way.
+    group_key is not part of the frozen protocol.
 
     Lesson 06."""
+    frozen = frozen_target(log, protocol_sha256)
+    target = frozen["target"]
+    if frozen["rate"] != "task_success_per_case":
+        raise ValueError(
+            f"protocol {protocol_sha256[:12]} froze its target for the rate {frozen['rate']!r}, "
+            "but decision_brief decides on 'task_success_per_case' only: it would hold another "
+            "rate's target to the per-case rate"
+        )
+    ids = sorted(r["id"] for r in records)
+    if ids != sorted(frozen["cases"]):
+        raise ValueError(
+            f"records are cases {ids}, but protocol {protocol_sha256[:12]} froze "
+            f"{sorted(frozen['cases'])}: a decision is made on the frozen cases only"
+        )
     rate, critical = success_rate(records, group_key=group_key), critical_failures(records)
     misses = [r["id"] for r in records if not r["success"]]
     if critical or rate.high < target:
@@ -3310,25 +3371,38 @@ def decision_brief(name, intended_use, records, target, group_key=None):
         decision = "restrict"
     wrong = [r["id"] for r in critical]
     reasons = [
-        f"task success per case {rate}; target {target:.0%} per case",
+        f"task success per case {rate}; target {target:.0%} per case, frozen in protocol "
+        f"{protocol_sha256[:12]}",
         f"per case, each case independent: {success_rate(records)}; resampling source groups: "
         f"{success_rate(records, group_key='source_group')}; source groups with every case right "
         f"(another metric, not held to this target): {all_right_rate(records)}",
         f"failures: {misses or 'none'}; wrong times delivered: {wrong or 'none'}",
         f"source groups: {sorted({r['source_group'] for r in records})}",
     ]
-    more = cases_needed(rate.k, rate.n, target)
+    if frozen["exposed_before"]:
+        reasons.append(
+            f"protocol change: cases {frozen['exposed_before']} were revealed before this "
+            "protocol (and its target) was frozen, so on them this is development evidence"
+        )
     spread = "" if group_key is None else ", from new source groups (more if they share groups)"
-    change = [
-        f"{more} further cases answered right{spread}, none failing, would lift the Wilson lower "
-        f"bound to {target:.0%}",
-        "any wrong time delivered on new cases would mean reject",
-    ]
+    if target < 1:
+        more = cases_needed(rate.k, rate.n, target)
+        lift = (
+            f"{more} further cases answered right{spread}, none failing, would lift the Wilson "
+            f"lower bound to {target:.0%}"
+        )
+    else:
+        lift = "no number of further cases lifts a Wilson lower bound to 100%: never accept"
+    change = [lift, "any wrong time delivered on new cases would mean reject"]
     return {
         "candidate": name,
         "intended_use": intended_use,
         "decision": decision,
         "rate": str(rate),
+        "target": target,
+        "target_rate": frozen["rate"],
+        "protocol_sha256": protocol_sha256,
+        "protocol_change": frozen["exposed_before"],
         "reasons": reasons,
         "would_change": change,
     }
@@ -7566,8 +7640,8 @@ _CGROUP_IDS = iter(range(1 << 62))  # next() is atomic under the GIL: one name p
 
 @contextlib.contextmanager
 def _memory_cgroup(base, memory_mb):
-    """A child cgroup of base for one sandbox, limited to memory_mb (swap included); emptied
-    (SIGKILL) and removed afterwards."""
+    """A child cgroup of base for one sandbox, limited to memory_mb (swap included where the kernel
+    accounts swap, i.e. memory.memsw.limit_in_bytes exists); emptied (SIGKILL) and removed after."""
     path = base / f"evalcore-sandbox-{os.getpid()}-{next(_CGROUP_IDS)}"
     path.mkdir()
     try:

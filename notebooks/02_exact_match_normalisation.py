@@ -15,32 +15,38 @@
 # %% [markdown]
 # # 02 · Exact-match normalisation: what each step forgives
 #
-# Exact match (EM) asks one yes-or-no question: is the model's answer *the same string* as the
-# reference? "The same" is never literal. Before comparing, evalcore's `normalise_em` lowercases,
-# strips, collapses whitespace and drops trailing `. ! ?`. Every one of those steps is a decision about
-# which differences count as wrong answers and which are only formatting.
+# **Exact match** (EM) asks one yes-or-no question: is the model's answer *the same string* as the
+# reference? "The same" is never literal. Before comparing, we **normalise** both strings: we rewrite
+# them into a standard form, so that differences of mere formatting disappear. evalcore's
+# `normalise_em` lowercases, strips, collapses whitespace and drops trailing `. ! ?`. Every one of
+# those steps is a decision about which differences count as wrong answers and which are only
+# formatting.
 #
 # **What you will learn**
 #
-# - the four steps of `ec.normalise_em`, built one at a time, and how many EM verdicts each one flips on
-#   the model's answers and on a set of hand-written answer variants;
+# - the four steps of `ec.normalise_em`, built one at a time, and how many EM verdicts each one flips
+#   on the model's answers and on a set of hand-written answer variants;
+# - how sure an EM score on 20 questions is: the Wilson interval for a proportion;
 # - how to read a per-example table of prediction, reference, normalised forms and verdict;
-# - why normalisation is a policy choice: the official SQuAD rules (`ec.normalise_squad`) against ours
+# - why normalisation is a policy choice: the official rules of SQuAD, a widely used
+#   reading-comprehension benchmark (`ec.normalise_squad`), against ours
 #   on articles, inner punctuation, `"U.S.A."`, Unicode punctuation, full-width letters and the
 #   multiple-choice letter `"A"`;
 # - how a list of acceptable references is scored: best over the list with `normalise_em`, and the
 #   SQuAD v2.0 script's extra step (drop the references that normalise to `""`) with `normalise_squad`.
 #
-# **Time needed:** about 70 minutes.
+# **Time needed:** about 80 minutes.
 #
-# **Builds on:** lesson 01 (loading the shipped TinyGPT and the fixtures). Here we only need the model's
-# answers to the 20 EM questions; nothing is trained.
+# **Builds on:** lesson 01 (loading the shipped TinyGPT and the fixtures, and the 95% confidence
+# interval). Here we only need the model's answers to the 20 EM questions; nothing is trained.
 
 # %% [markdown]
 # ## Setup
 #
-# We load the shipped checkpoint, the byte tokenizer and the fixtures, then let evalcore generate and
-# score the model's answers to the EM questions.
+# We load the shipped checkpoint, the byte tokenizer and the fixtures. Then evalcore generates the
+# model's answers to the 20 EM questions and scores them. Besides the score, it reports a 95%
+# confidence interval (lesson 01) of a kind made for proportions, the Wilson interval, explained below
+# the output.
 
 # %%
 import string
@@ -75,13 +81,62 @@ assert em.extras["ci95"] == list(ec.wilson_interval(6, 20)) and 0.14 < lo < 0.15
 
 
 # %% [markdown]
-# Six right out of 20 gives 0.3, but 20 questions is a small sample. The interval in
-# `em.extras["ci95"]` is a Wilson score interval, the usual choice for a proportion: unlike
-# 0.3 ± 1.96·√(0.3·0.7/20) it stays inside [0, 1] and still makes sense at 0 or 20 right. It runs
-# from 0.1455 to 0.519: on another 20 questions of the same kind, anywhere from about 3 to 10 right
-# answers would be unsurprising. Everything below re-scores these *same* 20 answers under different
-# normalisers, so differences between normalisers are not sampling noise; but the model's EM itself is
-# only known to within this interval.
+# The shipped model gets 6 of the 20 questions right, an EM of 0.3, with a 95% interval from 0.1455
+# to 0.519.
+#
+# The **Wilson score interval** is a standard confidence interval for a proportion, such as 6 right
+# out of 20. Like lesson 01's bootstrap, it treats each question as one unit. The 20 questions are
+# taken as independent draws from a large pool of questions like these, each answered right with the
+# same unknown rate *p*. If the rate is *p*, the share right in 20 questions varies from sample to
+# sample with standard deviation √(p(1 − p)/20). The interval keeps every rate *p* under which 6 out
+# of 20 would not be surprising. That is every *p* whose distance from 0.3 is at most 1.96 of those
+# standard deviations, computed at that *p* itself. `em.extras["ci95"]` holds it.
+#
+# The textbook *normal* interval, p̂ ± 1.96·√(p̂(1 − p̂)/n) with p̂ the observed share (0.3), uses
+# that share's spread for every *p* instead. The next cell sets the two side by side.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+# The textbook normal interval against Wilson's, at 6, 1 and 0 right out of 20.
+from math import comb
+
+def normal_interval(k, n):
+    rate = k / n
+    half = 1.96 * np.sqrt(rate * (1 - rate) / n)
+    return rate - half, rate + half
+
+for k in (6, 1, 0):
+    (a, b), (c, d) = normal_interval(k, 20), ec.wilson_interval(k, 20)
+    print(f"{k:>2} of 20 right   normal [{a:+.3f}, {b:.3f}]   Wilson [{c:.3f}, {d:.3f}]")
+# How often does each interval hold a true rate of 0.1? Add up the chance of every count k it holds for.
+chance = [comb(20, k) * 0.1**k * 0.9 ** (20 - k) for k in range(21)]
+held = {name: sum(c for k, c in enumerate(chance) if f(k, 20)[0] <= 0.1 <= f(k, 20)[1])
+        for name, f in [("normal", normal_interval), ("Wilson", ec.wilson_interval)]}
+print("samples of 20 whose interval holds a true rate of 0.1:",
+      ", ".join(f"{name} {v:.1%}" for name, v in held.items()))
+assert normal_interval(1, 20)[0] < 0 and normal_interval(0, 20) == (0, 0) and ec.wilson_interval(0, 20)[1] > 0.15
+assert held["normal"] < 0.9 < 0.95 < held["Wilson"]
+
+# %% [markdown]
+# Here the two are close: 0.10 to 0.50 against Wilson's 0.15 to 0.52. But near 0 or 1 the normal
+# interval breaks:
+#
+# - at 1 right out of 20 it reaches below 0, where Wilson's stays inside [0, 1];
+# - at 0 (or 20) right its width drops to zero, as if we were certain, where Wilson's still runs up to
+#   0.161;
+# - with few questions and a rate near 0 or 1 it holds the true rate less often than 95% of the
+#   time: at 20 questions and a rate of 0.1, in 87.6% of samples, against Wilson's 95.7%.
+#
+# **How sure are we?**
+#
+# - 20 questions is a small sample. The interval is about the model's rate of right answers on
+#   questions of this kind: anywhere from about 0.15 to 0.52, that is about 3 to 10 right per 20
+#   questions on average. It is not a range for what one fresh set of 20 questions would score. That
+#   count would scatter more widely still, because a new set adds its own luck of the draw on top.
+# - Everything below re-scores these *same* 20 answers under different normalisers. On these answers
+#   a difference between normalisers is exact, not sampling noise. How large it would be on other
+#   questions is a sampling question again. And the model's EM itself is only known to within this
+#   interval.
 
 # %% [markdown]
 # ## The four steps, one at a time
@@ -95,9 +150,9 @@ assert em.extras["ci95"] == list(ec.wilson_interval(6, 20)) and 0.14 < lo < 0.15
 # 4. **drop trailing `. ! ?`** (with any spaces between them), so `"Paris."` equals `"Paris"`.
 #
 # To see what each step contributes, the next cell rebuilds the normaliser *cumulatively*: each
-# function applies all the steps before it plus one more. These are teaching scaffolding, not a second
-# implementation: everything after this section scores with `ec.normalise_em` itself, and we check
-# below that the last step is exactly it.
+# function applies all the steps before it plus one more. These functions are teaching scaffolding,
+# not a second implementation. Everything after this section scores with `ec.normalise_em` itself, and
+# we check below that the last step is exactly it.
 
 # %% tags=["live"]
 # Rebuild normalise_em cumulatively: lowercase; + strip; + collapse whitespace; + drop trailing .!?; defines: step_collapse, step_lowercase, step_strip, step_trailing
@@ -125,8 +180,10 @@ pd.DataFrame({"after step": list(STEPS), "text (repr)": [repr(f(messy)) for f in
 
 
 # %% [markdown]
-# Note the no-break space `\xa0`: `str.split()` treats it as whitespace, so step 3 folds it away. Now
-# apply each cumulative normaliser to both sides of every question and record the verdict.
+# Note the no-break space: the list above writes it `\u00a0`, and Python's repr shows it as `\xa0`.
+# `str.split()` treats it as whitespace, so step 3 folds it away.
+#
+# Now we apply each cumulative normaliser to both sides of every question and record the verdict.
 # `ec.exact_match` takes any normaliser through its `normalise=` argument, and it already handles a
 # list of references (more on that at the end).
 
@@ -156,9 +213,13 @@ assert model_verdicts["raw"].sum() == 6, model_verdicts["raw"].sum()  # six answ
 assert model_flips.sum() == 0, model_flips.to_dict()  # no step changes a single verdict of this model
 
 # %% [markdown]
-# Why nothing flips: every step removes a *form* difference (capitals, spaces, a final `.`), so a step
-# can only matter for an answer whose form differs from its reference. Two quick checks on the model's
-# answers: does any answer shout in capitals, and which answers end in `. ! ?`, the marks step 4 drops?
+# On the model's answers, no step flips a single verdict. Every step removes a *form* difference
+# (capitals, spaces, a final `.`), so a step can only matter for an answer whose form differs from its
+# reference. Three quick looks at the model's answers follow:
+#
+# - does any answer shout in capitals?
+# - which answers end in `. ! ?`, the marks step 4 drops?
+# - what are the fourteen misses, next to their questions?
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -172,14 +233,27 @@ for p, r in marked:
 assert not any(p.isupper() for p in preds)
 assert len(marked) == 5 and not any(ec.exact_match(p, r) for p, r in marked), marked  # all five are wrong anyway
 
+# %%
+# NBVAL_CHECK_OUTPUT
+# The fourteen misses next to their questions (the text below quotes from this list).
+misses = pd.DataFrame([(q, p, r) for (q, r), p, right in zip(fx["em"], preds, model_verdicts["raw"]) if not right],
+                      columns=["question", "model's answer", "reference"])
+print(misses.to_string(index=False))
+assert len(misses) == 14, f"expected the 14 misses of the model, got {len(misses)}"
+assert (model_verdicts["raw"] == model_verdicts["drop trailing .!?"]).all()  # the same misses after every step
+
 # %% [markdown]
-# **No step flips anything.** The six right answers are already identical to their references, and the
-# fourteen misses fail on *content*, never on formatting alone: a wrong fact (`"Italy"` for the capital
-# of Italy, `"Cairo"` for a baby frog), a garbled sentence (`"The swat make dpro ducows."` for the
-# drink cows give), or a misspelling no normaliser should forgive (`"0 degres Celsius"`). TinyGPT
-# learned its answers from text written in the same style as the references, so it never shouts in
-# capitals, and the five answers that end in `.` or `?` are garbled sentences that fail anyway. A
-# chattier model would add a full stop to right answers too: that is why normalisation exists.
+# **No step flips anything.** The six right answers are already identical to their references. The
+# fourteen misses fail on *content*, never on formatting alone:
+#
+# - a wrong fact: `"Italy"` for the capital of Italy, `"Cairo"` for a baby frog;
+# - a garbled sentence: `"The swat make dpro ducows."` for the drink cows give;
+# - a misspelling no normaliser should forgive: `"0 degres Celsius"`.
+#
+# TinyGPT learned its answers from text written in the same style as the references, so it never
+# shouts in capitals. And the five answers that end in `.` or `?` are garbled sentences that fail
+# anyway. A chattier model would add a full stop to right answers too: that is why normalisation
+# exists.
 #
 # So that every step has something to do, here is a small set of **hand-written answer variants**.
 # They are *not* model output; each one is aimed at one step.
@@ -211,9 +285,15 @@ pd.DataFrame({"prediction": [repr(p) for p in var_preds], "reference": var_refs,
 
 # %% [markdown]
 # Read the last column as "the first step at which this variant counts as correct". Two variants are
-# never accepted: `"Paris, France"` says more than the reference (rightly rejected), and the
-# full-width `"Ｐａｒｉｓ"` is the right word in other code points (arguably wrongly rejected; we come
-# back to it). Now count the flips per step.
+# never accepted:
+#
+# - `"Paris, France"` says more than the reference, and is rightly rejected;
+# - the full-width `"Ｐａｒｉｓ"` is the right word in other Unicode characters, so it is arguably
+#   wrongly rejected (we come back to it). Full-width letters are the wide forms of Latin letters used
+#   in Chinese, Japanese and Korean (*CJK*) text. Each is its own *code point*, Unicode's number for a
+#   character, written like U+FF30 (hexadecimal) for `"Ｐ"`.
+#
+# Now count the flips per step.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -229,10 +309,12 @@ assert (model_verdicts.diff(axis=1).iloc[:, 1:] >= 0).all().all()
 assert var_verdicts["drop trailing .!?"].sum() == 10, f"expected 10 of the 12 variants accepted, got {var_verdicts['drop trailing .!?'].sum()}"
 
 # %% [markdown]
-# The monotonicity assert is worth a sentence: if two strings are already equal, any function applied
-# to both leaves them equal. Normalisation can turn a mismatch into a match but never the reverse, so
-# every normalisation step can only *raise* EM. The question is always whether it raises it for the
-# right reasons.
+# Every normalisation step can only *raise* EM, or leave it as it was. If two strings are already
+# equal, any function applied to both leaves them equal. The monotonicity asserts above check it on
+# our 32 examples. So normalisation can turn a mismatch into a match, but never the reverse. That
+# holds for the normaliser itself. SQuAD v2.0's extra rule, in the lesson's last section, drops
+# references and can undo a match: `"the the"` against `["the the", "3.14"]`. The question is always
+# whether normalisation raises EM for the right reasons.
 #
 # Here are the flips side by side, for the model's real answers and for the hand-written variants.
 
@@ -254,7 +336,8 @@ plt.show()
 
 # %% [markdown]
 # The same story as a waterfall for the variants: start from the raw matches, add each step's flips,
-# and end at the number `ec.normalise_em` accepts.
+# and end at the number `ec.normalise_em` accepts. The table's `bottom` and `height` place each bar of
+# the chart below.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -284,8 +367,8 @@ plt.show()
 # %% [markdown]
 # ### The last step *is* `ec.normalise_em`
 #
-# The scaffolding is only useful if it rebuilds the real thing. Check it on every string we have seen:
-# the model's answers, every fixture reference (list references flattened) and the variants.
+# The scaffolding is only useful if it rebuilds the real thing. We check it on every string we have
+# seen: the model's answers, every fixture reference (list references flattened) and the variants.
 
 # %%
 def flat(references):
@@ -299,8 +382,9 @@ print(f"step_trailing == ec.normalise_em on all {len(all_strings)} strings")
 # %% [markdown]
 # ## The per-example table
 #
+# When an EM number surprises you, the per-example table is the first thing to look at.
 # `exact_match_eval` keeps, for each question, the prediction, the reference, both normalised forms
-# and the verdict. As a DataFrame it is the first thing to look at when an EM number surprises you.
+# and the verdict. Here it is as a DataFrame.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -316,13 +400,20 @@ assert per_example["EM"].sum() == n_right, f"expected the {n_right} right answer
 assert per_example["EM"].tolist() == model_verdicts["drop trailing .!?"].tolist()
 
 # %% [markdown]
-# Two things stand out. Three wrong answers are fluent and simply wrong (`"Italy"` as the capital
-# of Italy, `"Cairo"` for a baby frog, `"The Sun"` as the tallest mountain); most of the others are
-# garbled (`"Whales adoes the wealungs to a l l ourourourm?"`). No normaliser could or should rescue
-# either kind. And two answers hold the right word inside a sentence: `"The Sun is a a a a a a star."`
-# against `"A star"`, and `"Beeeeees produce honey from the nectar of f weee"` against `"Honey"`.
-# Exact match punishes a sentence, right word or not. Token F1 (lesson 03) gives them a little
-# partial credit, but look where it comes from:
+# Exact match gives nothing to a sentence, even one that holds the right word. Sorted this time by
+# what partial credit could do for them, the fourteen misses fall into three kinds:
+#
+# - three wrong answers are fluent and simply wrong: `"Italy"` as the capital of Italy, `"Cairo"` for
+#   a baby frog, `"The Sun"` as the tallest mountain;
+# - most of the others are garbled, such as `"Whales adoes the wealungs to a l l ourourourm?"`;
+# - two answers hold the right word inside a sentence: `"The Sun is a a a a a a star."` against
+#   `"A star"`, and `"Beeeeees produce honey from the nectar of f weee"` against `"Honey"`.
+#
+# No normaliser could or should rescue the first two kinds. **Token F1** (lesson 03 builds it) gives
+# partial credit for the words an answer shares with its reference. Here a *token* is a word, a run of
+# characters between spaces, not lesson 01's byte. F1 is 2 × shared tokens / (answer tokens +
+# reference tokens). It gives the two sentences a little credit, but look where that credit comes
+# from. The last column uses SQuAD's normaliser, which the next section introduces:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -340,23 +431,33 @@ assert ec.token_f1(*star, normalise=ec.normalise_squad) == 0.5  # "sun is star" 
 assert ec.token_f1(*honey) == 0.2 and ec.token_f1(*honey, normalise=ec.normalise_squad) == 2 / 9
 
 # %% [markdown]
-# The star answer earns its 0.1667 from the article `"a"`, not from `"star"`: evalcore's F1 keeps
-# punctuation, so `"star."` is not `"star"`. Only a normaliser that strips punctuation and articles,
-# such as SQuAD's below, credits the word that matters (0.5). The honey answer gets 0.2 for `"honey"`,
-# diluted by eight other words.
+# The star answer shares one token with `"A star"`: 2 × 1 / (10 + 2) = 0.1667. That token is the
+# article `"a"`, not `"star"`: evalcore's F1 keeps punctuation, so the answer's `"star."` is not
+# `"star"`. A normaliser that strips punctuation, such as SQuAD's, credits the word that matters.
+# SQuAD's also drops the articles, so `"sun is star"` against `"star"` gives 2 × 1 / (3 + 1) = 0.5. The
+# honey answer gets 0.2 for `"honey"`, diluted by eight other words.
 #
 # ## Normalisation is a policy: SQuAD's rules against ours
 #
-# The official SQuAD evaluation script normalises differently. `ec.normalise_squad` ports its
-# `normalize_answer` (the v1.1 and v2.0 scripts share it; Hugging Face `evaluate` keeps copies in
-# `metrics/squad/compute_score.py` and `metrics/squad_v2/compute_score.py`), in the script's order:
+# Normalisation is a choice, and other evaluations choose differently. SQuAD is a widely used
+# reading-comprehension benchmark, and its official evaluation script normalises in its own way.
+# `ec.normalise_squad` ports the script's `normalize_answer`, which the v1.1 and v2.0 scripts share. It
+# works in the script's order:
 #
 # 1. lowercase;
 # 2. delete every character in `string.punctuation` (ASCII only), *anywhere* in the string;
 # 3. replace the articles *a*, *an*, *the* (whole words) with a space;
 # 4. collapse whitespace.
 #
-# Both are reasonable; they forgive different things. A quick look at the same strings under each:
+# SQuAD v2.0 also has questions that its passage cannot answer, and for those the right answer is the
+# empty string. So the v2.0 script has one more rule, for a question's list of references. It first
+# drops every reference that normalises to `""`, and if none is left, it scores against `[""]`.
+# In evalcore this rule applies when the normaliser passed is `ec.normalise_squad` itself, and only
+# then. So the `normalise_squad` column of the table below follows it; the end of the lesson shows
+# the rule in full.
+#
+# Both normalisers are reasonable; they forgive different things. A quick look at the same strings
+# under each:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -365,13 +466,18 @@ for s in ["The Pacific Ocean.", "U.S.A.", "U.S. A", "The.Eiffel.Tower", "A"]:
 
 
 # %% [markdown]
-# `"U.S. A"` becomes `"us"`: punctuation goes first, which leaves the `a` standing alone, and then it is
-# removed as an article. `"The.Eiffel.Tower"` is glued into one word because the dots are *deleted*, not
-# replaced by spaces. And the multiple-choice letter `"A"` vanishes entirely.
+# SQuAD's rules have odd corners:
 #
-# Neither normaliser does anything about Unicode look-alikes. Python's `unicodedata.normalize("NFKC", ...)`
-# folds *compatibility* characters (full-width letters, `！`) to their plain forms, so we add it as a
-# third column. It is **not an evalcore function**, only a possible extra policy, labelled as such.
+# - `"U.S. A"` becomes `"us"`. Punctuation goes first, which leaves the `a` standing alone, and then
+#   it is removed as an article.
+# - `"The.Eiffel.Tower"` is glued into one word, because the dots are *deleted*, not replaced by
+#   spaces.
+# - The multiple-choice letter `"A"` vanishes entirely.
+#
+# Neither normaliser does anything about Unicode look-alikes. **NFKC** is one of Unicode's standard
+# normal forms: it folds *compatibility* characters, such as full-width letters and `！`, to their
+# plain forms. Python has it as `unicodedata.normalize("NFKC", ...)`, so we add it as a third column.
+# It is **not an evalcore function**, only a possible extra policy, labelled as such.
 
 # %%
 # A POSSIBLE EXTRA POLICY (not in evalcore): fold compatibility characters with NFKC, then normalise_em.
@@ -383,6 +489,7 @@ NORMALISERS = {"normalise_em": ec.normalise_em, "normalise_squad": ec.normalise_
 
 # %% [markdown]
 # The chosen cases. The first column is a plain-ASCII label (it is also what the chart below prints).
+# The last column of the table is the prediction after `ec.normalise_squad`.
 
 # %%
 POLICY_CASES = [  # (label, prediction, reference), all hand-written
@@ -418,11 +525,10 @@ policy
 #   `"Paris France"`; ours only drops punctuation at the end;
 # - **`"The.Eiffel.Tower"`** fails under both, and under SQuAD for an odd reason (one glued word);
 # - **Unicode punctuation**: `"。"` and `"！"` are not in `string.punctuation`, so SQuAD keeps them,
-#   and so does our trailing-punctuation step; NFKC turns `"！"` into `"!"` but leaves `"。"` alone;
+#   and so does our trailing-punctuation step. NFKC turns `"！"` into `"!"` but leaves `"。"` alone;
 # - **full-width letters**: neither evalcore normaliser folds them; NFKC does;
-# - **the letter `"A"`**: SQuAD normalises it to `""`. The v2.0 script then drops that reference and,
-#   with nothing left, scores against `[""]`, its answer for an unanswerable question (more on this
-#   rule at the end). So an *empty* answer, or `"(A)"`, counts as correct against the reference `"A"`.
+# - **the letter `"A"`**: SQuAD normalises it to `""`, so the v2.0 rule drops it and scores against
+#   `[""]`. An *empty* answer, or `"(A)"`, then counts as correct against the reference `"A"`.
 
 # %%
 def verdicts(case):  # (normalise_em, normalise_squad, NFKC + normalise_em) verdicts of one policy case
@@ -469,8 +575,8 @@ plt.show()
 # ### Does the policy move the model's score?
 #
 # `ec.exact_match` takes the normaliser as `normalise=...`, so re-scoring the model's 20 answers under
-# each policy is one line per policy. We add "no normalisation at all" as a baseline, and put the
-# hand-written variants and policy cases beside the fixture for contrast.
+# each policy takes one line per policy. We add "no normalisation at all" as a baseline. For contrast,
+# the hand-written variants and the policy cases sit beside the fixture.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -505,12 +611,24 @@ plt.show()
 
 # %% [markdown]
 # On this fixture the policy changes nothing: **0.3 under every normaliser, even with none.** That is
-# a real finding, not a failure of the demo. (On the hand-written variants SQuAD's rules accept the
-# same 10 of 12 as ours, NFKC one more, the full-width Paris; on the policy cases SQuAD is the most
-# forgiving, for good reasons and bad.) The policy only matters where the answers differ in form,
-# and TinyGPT's answers differ in content. Yet the policy is not idle on the fixture: four of its
-# references begin with an article, so SQuAD's rules would already accept a bare `"star"` or
-# `"heart"` where ours would not.
+# a real finding, not a failure of the demo. The policy only matters where the answers differ in form,
+# and TinyGPT's answers differ in content. The other two columns show that the policies do differ:
+#
+# - on the hand-written variants, SQuAD's rules accept the same 10 of 12 as ours, and NFKC one more,
+#   the full-width Paris;
+# - on the policy cases SQuAD is the most forgiving, for good reasons and bad.
+#
+# **How sure are we?**
+#
+# - The 0.3 holds for these 20 answers, which differ from their references in content, not form.
+# - That no normaliser changed a verdict on 20 answers does not show the policy is harmless for this
+#   model in general. For no change out of 20, the Wilson interval runs from 0 to 0.161 (printed
+#   above). So on questions like these a normaliser could still change up to about one verdict in six.
+# - Yet the policy is not idle on the fixture. Four of its references begin with an article, so SQuAD's
+#   rules would already accept a bare `"star"` or `"heart"` where ours would not.
+#
+# *Sources:* the SQuAD scripts as kept by Hugging Face `evaluate`, in `metrics/squad/compute_score.py`
+# (v1.1) and `metrics/squad_v2/compute_score.py` (v2.0).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -525,9 +643,11 @@ assert ec.exact_match("Heart", "The heart") == 0.0
 # %% [markdown]
 # ## Multiple acceptable references
 #
-# Two EM questions accept more than one answer: the references are lists. With `normalise_em` (the
-# default) evalcore takes the **best over the list**: a prediction is correct if it matches *any*
-# reference. SQuAD's v2.0 script adds one step first, shown at the end of this section.
+# evalcore scores a question with several acceptable answers by the **best over the list**: a
+# prediction is correct if it matches *any* reference in the list (any *alternative*). Two EM
+# questions are like that: their references are lists. This is the rule with `normalise_em`, the
+# default. SQuAD's v2.0 script adds one step first, shown at the end of this section. In the table
+# below, `instruction` is the question.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -567,16 +687,18 @@ assert exact_match_first_only("Seven", ["7", "seven"]) == 0.0 and ec.exact_match
 # ### SQuAD v2.0 first drops the references that normalise to nothing
 #
 # The official SQuAD v2.0 script does not take the best over *every* reference. In `get_raw_scores`
-# (Hugging Face `evaluate` keeps a copy in `metrics/squad_v2/compute_score.py`) it first drops each
-# gold answer that normalises to `""`, and if none is left it uses `[""]`, the one right answer to an
-# unanswerable question. Only then does it take the best. The v1.1 script
-# (`metrics/squad/compute_score.py`) keeps every reference.
+# it first drops each gold answer (reference) that normalises to `""`. If none is left, it uses
+# `[""]`, the one right answer to an unanswerable question. Only then does it take the best. The v1.1
+# script keeps every reference.
 #
 # evalcore has both rules:
 #
 # - with `normalise=ec.normalise_squad`, `ec.exact_match` and `ec.token_f1` follow the v2.0 script;
-# - with any other normaliser, `normalise_em` included, no reference is dropped. The switch is
-#   `ec.normalise_squad` itself, so a wrapper around it gets the keep-everything rule (v1.1's).
+# - with any other normaliser, `normalise_em` included, no reference is dropped (v1.1's rule).
+#
+# evalcore checks whether the function passed *is* `ec.normalise_squad`. A function that merely calls
+# it, like `squad_keep_all` below, gets the keep-everything rule. That is how the next cell shows both
+# rules with one normaliser.
 #
 # The rules differ only when a reference normalises to `""`, such as `"the the"` under SQuAD's rules.
 # Here is an empty answer against `["the the", "3.14"]` under both:
@@ -605,38 +727,55 @@ assert ec.exact_match("", "A", normalise=ec.normalise_squad) == 1.0  # nothing l
 assert not any(ec.normalise_squad(r) == "" or ec.normalise_em(r) == "" for r in flat(refs))  # fixture unaffected
 
 # %% [markdown]
-# Under the v2.0 rule the empty answer is wrong: `"the the"` says nothing once articles are gone, so
-# it is not a usable reference, and the question still has a real answer, `"3.14"`. Keep every
-# reference and the empty answer matches `"the the"`. Against `"A"` alone both rules accept the empty
-# answer, because the v2.0 script then treats the question as unanswerable. No reference in the EM
-# fixture normalises to `""` under either normaliser, so the model's EM is the same under both rules.
+# Under the v2.0 rule the empty answer is wrong. `"the the"` says nothing once articles are gone, so it
+# is not a usable reference, and the question still has a real answer, `"3.14"`. Keep every reference,
+# and the empty answer matches `"the the"`.
+#
+# - With SQuAD's normaliser, both rules accept the empty answer against `"A"` alone. `"A"` normalises
+#   to `""`: keeping every reference matches it, and the v2.0 rule drops it and falls back to `[""]`.
+#   `normalise_em` rejects it.
+# - No reference in the EM fixture normalises to `""` under either normaliser, so the model's EM is
+#   the same under both rules.
+#
+# *Sources:* `get_raw_scores` in `metrics/squad_v2/compute_score.py` of Hugging Face `evaluate` (the
+# v2.0 script); `metrics/squad/compute_score.py` there is v1.1's.
 
 # %% [markdown]
 # ## Summary
 #
-# - `ec.normalise_em` is four steps: lowercase, strip, collapse whitespace, drop trailing `. ! ?`. Built
-#   cumulatively, the last step equals `ec.normalise_em` on every string we tried.
-# - On the shipped model's 20 answers **no step flips a verdict**: EM is 0.3 raw and 0.3 normalised
-#   (6 of 20; Wilson 95% interval 0.1455 to 0.519, from `em.extras["ci95"]`),
-#   because its misses are wrong facts, garbled sentences and misspellings, not formatting. On 12
-#   hand-written variants, every step flips at least one verdict (1, 1, 2 and 5), taking 1 match to 10.
+# **What this lesson established**
+#
+# - `ec.normalise_em` is four steps: lowercase, strip, collapse whitespace, drop trailing `. ! ?`.
+#   Built cumulatively, the last step equals `ec.normalise_em` on every string we tried.
+# - On the shipped model's 20 answers **no step flips a verdict**: EM is 0.3 raw and 0.3 normalised (6
+#   of 20; Wilson 95% interval 0.1455 to 0.519, from `em.extras["ci95"]`), because its misses are
+#   wrong facts, garbled sentences and misspellings, not formatting.
+# - On 12 hand-written variants, every step flips at least one verdict (1, 1, 2 and 5), taking 1 match
+#   to 10.
 # - Normalising both sides can only turn mismatches into matches, never the reverse. So each step
-#   raises EM, and the question is whether it does so for the right reasons.
+#   raises EM or leaves it, and the question is whether it raises it for the right reasons. SQuAD
+#   v2.0's rule of dropping references (last bullet) is the exception: it can undo a match.
 # - SQuAD's rules forgive more: articles, and ASCII punctuation anywhere (`"U.S.A."` = `"USA"`). They
 #   also produce oddities: `"The.Eiffel.Tower"` becomes one word, `"U.S. A"` becomes `"us"`, and the
 #   letter `"A"` becomes `""`, so an empty answer matches it.
 # - Neither normaliser touches Unicode look-alikes: `"。"` and `"！"` are not in `string.punctuation`,
-#   and full-width letters stay full-width. NFKC folds `"！"` and `"Ｐａｒｉｓ"` but not `"。"`. It
-#   is a further policy choice, not part of evalcore.
+#   and full-width letters stay full-width. NFKC folds `"！"` and `"Ｐａｒｉｓ"` but not `"。"`. It is
+#   a further policy choice, not part of evalcore.
 # - A list of references is scored best-over-the-list. Scoring against the first one only rejects
-#   correct answers such as `"Seven"`. With `ec.normalise_squad`, evalcore follows the SQuAD v2.0
-#   script and first drops the references that normalise to `""`: an empty answer scores 0 against
-#   `["the the", "3.14"]`, where keeping every reference (`normalise_em`'s rule, and v1.1's) gives 1.
+#   correct answers such as `"Seven"`.
+# - With `ec.normalise_squad`, evalcore follows the SQuAD v2.0 script and first drops the references
+#   that normalise to `""`. An empty answer scores 0 against `["the the", "3.14"]`, where SQuAD's
+#   normaliser with every reference kept (v1.1's rule, which evalcore applies with any other
+#   normaliser) gives 1.
 #
-# **Not established here.** That the shipped model's EM is 0.3 beyond these 20 questions: the
-# interval allows anything from about 0.15 to 0.52. Nor that normalisation never matters for this
-# model: its fixture answers just happen to have no formatting-only misses. Which normaliser is
-# right is a policy choice; the lesson shows what each one does, not which to pick.
+# **What it did not**
+#
+# - That the shipped model's EM is 0.3 beyond these 20 questions: the interval allows anything from
+#   about 0.15 to 0.52.
+# - That normalisation never matters for this model: its fixture answers just happen to have no
+#   formatting-only misses.
+# - Which normaliser is right. That is a policy choice: the lesson shows what each one does, not which
+#   to pick.
 
 # %% [markdown]
 # ## Exercises
@@ -649,10 +788,12 @@ assert not any(ec.normalise_squad(r) == "" or ec.normalise_em(r) == "" for r in 
 # ### Exercise 1: A fifth step
 #
 # Write `normalise_em_no_articles(text)`: `ec.normalise_em`, then remove the articles *a*, *an* and
-# *the* (whole words only), then collapse whitespace again. Store the labels of the policy cases
-# whose verdict it changes, compared with `ec.normalise_em`, in the list `flipped_cases`, and the
-# model's EM on the fixture under it in `fixture_em`. Look closely at the multiple-choice rows: is
-# every flip one you would want?
+# *the* (whole words only), then collapse whitespace again. Compare it with `ec.normalise_em`:
+#
+# - store the labels of the policy cases whose verdict it changes in the list `flipped_cases`;
+# - store the model's EM on the fixture under it in `fixture_em`.
+#
+# Look closely at the multiple-choice rows: is every flip one you would want?
 #
 # *Hint:* `re.sub(r"\b(a|an|the)\b", " ", ...)`; score with `ec.exact_match(p, r, normalise=your_function)`
 # and with `em_score(preds, refs, your_function)`.
@@ -685,7 +826,7 @@ print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
 # Three cases flip: the two article cases, as intended, and `"empty vs letter A"`. The article rule
-# cannot tell the multiple-choice letter `"A"` from the article *a*: the reference `"A"` normalises to
+# cannot tell the multiple-choice letter `"A"` from the article *a*. The reference `"A"` normalises to
 # `""`, so an empty answer now counts as right, the same oddity as SQuAD's. The model's fixture EM
 # does not move (0.3): none of its misses differs from its reference by an article alone.
 

@@ -15,26 +15,33 @@
 # %% [markdown]
 # # 03 · Token F1, and why three frameworks report three numbers
 #
-# Exact match gives an answer all the credit or none. Token F1 gives partial credit: it counts the words
-# the prediction and the reference have in common. That sounds simple, yet two reasonable choices inside
-# it (what to do with punctuation, and whether a repeated word counts more than once) change the score,
-# and the well-known frameworks do not agree on either.
+# Exact match (lesson 02) gives an answer all the credit or none. Token F1 gives partial credit: it
+# counts the words that the prediction and the reference have in common. That sounds simple, yet two
+# reasonable choices inside it change the score: what to do with punctuation, and whether a repeated
+# word counts more than once. The well-known frameworks agree on neither, so the same answers can get
+# a different F1 from each. The frameworks compared here are open-source eval code bases:
+# - **HELM**, Stanford's benchmark suite (Holistic Evaluation of Language Models);
+# - **lighteval**, Hugging Face's eval library;
+# - **OpenAI evals**, OpenAI's eval framework;
+# - **Inspect**, the UK AI Security Institute's eval framework (the Python package `inspect-ai`).
 #
 # **What you will learn**
 # - how bag-of-tokens F1 is built, one step at a time: normalise, split on whitespace, intersect two
-#   `Counter`s, precision, recall, the harmonic mean, and the two empty cases;
+#   `Counter`s, then precision, recall, the harmonic mean, and the two empty cases;
 # - how to read a precision/recall scatter of a model's answers, with iso-F1 curves;
 # - where F1 forgives a paraphrase that exact match refuses, and where word overlap rewards a wrong answer;
 # - two policy choices that move the score: keeping or stripping punctuation, and counting tokens as a
-#   bag (SQuAD, OpenAI evals, inspect-ai 0.3.285, evalcore) or as a set (HELM, lighteval, and
-#   inspect-ai 0.3.260);
+#   bag or as a set;
+# - which frameworks count a bag (SQuAD, OpenAI evals, evalcore) and which a set (HELM, lighteval),
+#   and how inspect-ai moved from a set (0.3.260) to a bag (0.3.285);
 # - how far each choice moves the shipped model's mean F1 on the fixture.
 #
-# **Time needed:** about 65 minutes.
+# **Time needed:** about 80 minutes.
 #
-# **Builds on:** lesson 2 (exact match, normalisation and the SQuAD normaliser). Uses `evalcore`'s
-# `normalise_f1`, `f1_counts`, `token_f1`, `token_f1_eval`, `normalise_squad` and `exact_match`, and
-# the shipped TinyGPT checkpoint (no training here).
+# **Builds on:** lesson 2 (exact match, normalisation and the SQuAD normaliser) and lesson 1 (the
+# percentile bootstrap and the paired difference). Uses `evalcore`'s `normalise_f1`, `f1_counts`,
+# `token_f1`, `token_f1_eval`, `normalise_squad` and `exact_match`. It also uses the shipped TinyGPT
+# checkpoint (no training here).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -59,11 +66,14 @@ print(len(fx["f1"]), "F1 pairs; the first:", fx["f1"][0])
 # %% [markdown]
 # ## 1. Token F1 by hand
 #
-# F1 ignores word order. It treats each side as a *bag* of tokens (a multiset: order forgotten,
-# counts kept). In evalcore a token is a whitespace-separated word after `ec.normalise_f1`, which
-# lowercases, strips and collapses whitespace but **keeps punctuation**: `"flowers."` and `"flowers"`
-# are different tokens. We take one small example: a prediction that is partly right, and says
-# "honey" twice.
+# We first compute token F1 by hand on one small example, then check that evalcore gets the same number.
+#
+# F1 ignores word order. It treats each side as a **bag** of tokens, also called a *multiset*: the order
+# is forgotten, but the counts are kept. (A *set* would keep each distinct token only once; section 5
+# compares the two.) In evalcore a token is a whitespace-separated word after `ec.normalise_f1`. So an
+# F1 token is a word, not the one-byte model token of lesson 01. That normaliser lowercases, strips and
+# collapses whitespace, but it **keeps punctuation**: `"flowers."` and `"flowers"` are different tokens.
+# Our example prediction is partly right, and it says "honey" twice.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -77,7 +87,8 @@ print(len(ref_tokens), ref_tokens)
 # %% [markdown]
 # The overlap is the intersection of the two bags. `Counter & Counter` keeps each token with the
 # *smaller* of its two counts, so a word the model repeats earns credit only as many times as the
-# reference contains it. "honey" appears twice in the prediction but once in the reference, so it counts once.
+# reference contains it. The word "honey" appears twice in the prediction but once in the reference, so it
+# counts once.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -87,13 +98,16 @@ overlap = sum(common.values())
 print(dict(common), "-> overlap =", overlap)
 
 # %% [markdown]
-# **Precision** is the share of the prediction's tokens that appear in the reference (how much of what
-# the model said was right). **Recall** is the share of the reference's tokens the prediction covers
-# (how much of the answer the model gave). F1 is their harmonic mean, which stays low unless *both* are high.
+# **Precision** is the share of the prediction's tokens that appear in the reference: how much of what
+# the model said was right. **Recall** is the share of the reference's tokens that the prediction
+# covers: how much of the answer the model gave. F1 is their **harmonic mean**, $2PR/(P+R)$ for
+# precision $P$ and recall $R$. It stays low unless *both* are high.
 #
-# The harmonic mean simplifies: $\frac{2 \cdot \frac{o}{p} \cdot \frac{o}{r}}{\frac{o}{p} + \frac{o}{r}} = \frac{2o}{p + r}$,
-# with $o$ the overlap and $p$, $r$ the two lengths. evalcore uses the right-hand form, which needs no
-# special case when the overlap is 0 (the left-hand form would divide 0 by 0).
+# Write $o$ for the overlap, $n_p$ for the prediction's length and $n_r$ for the reference's. Then
+# $P = o/n_p$ and $R = o/n_r$, and the harmonic mean simplifies:
+# $\frac{2 \cdot \frac{o}{n_p} \cdot \frac{o}{n_r}}{\frac{o}{n_p} + \frac{o}{n_r}} = \frac{2o}{n_p + n_r}$.
+# `ec.token_f1` uses the right-hand form. It needs no special case when the overlap is 0, where the
+# left-hand form would divide 0 by 0.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -107,7 +121,7 @@ print(f"harmonic mean {f1_harmonic:.4g}, 2*overlap/(len(pred)+len(ref)) {f1_eval
 
 # %% [markdown]
 # Now the check that matters: our hand computation must agree with evalcore. `ec.f1_counts` returns the
-# three counts (overlap, prediction length, reference length) and `ec.token_f1` the score.
+# three counts (overlap, prediction length, reference length), and `ec.token_f1` returns the score.
 
 # %%
 assert ec.f1_counts(prediction, reference) == (overlap, len(pred_tokens), len(ref_tokens)) == (3, 7, 8), \
@@ -120,13 +134,18 @@ print("hand computation == ec.token_f1:", ec.token_f1(prediction, reference))
 # %% [markdown]
 # ### The empty cases
 #
-# When a side has no tokens after normalisation (an empty answer, or only spaces), precision or recall
-# would be 0/0. evalcore follows the SQuAD v2.0 script (`compute_f1`): **both empty scores 1.0** (nothing
-# was expected and nothing was said: a vacuous match), **one empty scores 0.0** (nothing shared). This is
-# a convention, not a theorem: the older SQuAD v1.1 script gives 0.0 when both are empty (its `f1_score`
-# returns 0 when no token is shared), and so does HELM (its `f1_score` turns nltk's `None` for an empty
-# side into 0.0). The SQuAD scripts are in Hugging Face `evaluate` as `metrics/squad_v2/compute_score.py`
-# and `metrics/squad/compute_score.py`; HELM's is `src/helm/benchmark/metrics/evaluate_reference_metrics.py`.
+# In evalcore, two empty sides score 1.0 and one empty side scores 0.0. This is a convention, not a
+# theorem, and other scripts choose differently.
+#
+# A side is empty when it has no tokens after normalisation: an empty answer, or only spaces. Then
+# precision or recall would be 0/0, so a rule has to decide. evalcore follows the SQuAD v2.0 script
+# (`compute_f1`):
+# - **both empty scores 1.0**: nothing was expected and nothing was said, a vacuous match;
+# - **one empty scores 0.0**: nothing is shared.
+#
+# The older SQuAD v1.1 script and HELM both score two empty sides 0.0, where evalcore gives 1.0:
+# - SQuAD v1.1 scores 0 whenever no token is shared, and two empty sides share none;
+# - HELM scores any empty side 0.0, even when both are empty.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -140,10 +159,19 @@ assert ec.token_f1("", "") == 1.0 and ec.token_f1("   ", "") == 1.0  # both empt
 assert ec.token_f1("", "Paris") == 0.0 and ec.token_f1("Paris", "") == 0.0  # one empty: nothing shared
 
 # %% [markdown]
+# *Sources:* the SQuAD scripts are in Hugging Face `evaluate` as `metrics/squad_v2/compute_score.py`
+# and `metrics/squad/compute_score.py` (v1.1's `f1_score` returns 0 when no token is shared). HELM's
+# is `src/helm/benchmark/metrics/evaluate_reference_metrics.py`: its `f1_score` turns the `None` that
+# nltk (the Natural Language Toolkit) returns for an empty side into 0.0.
+
+# %% [markdown]
 # ## 2. The shipped model's answers
 #
-# `ec.token_f1_eval` generates an answer for each of the 20 instructions of the F1 fixture and scores it.
-# Each per-example record keeps the precision and recall as well as the score, so we can see *how* an
+# The shipped model's mean token F1 on the 20 questions of the F1 fixture is 0.2979. With so few
+# questions it is a rough number: its 95% interval runs from 0.1749 to 0.4247.
+#
+# `ec.token_f1_eval` generates an answer for each of the 20 instructions and scores it. Each
+# per-example record keeps the precision and the recall as well as the score, so we can see *how* an
 # answer earned its F1.
 
 # %%
@@ -164,11 +192,13 @@ assert abs((lo, hi) - np.array(ec.bootstrap_ci([rec["score"] for rec in records]
 print("every record: score == 2PR/(P+R); value == mean of the scores")
 
 # %% [markdown]
-# F1 scores are not just 0 or 1, so the interval in `result.extras["ci95"]` is a percentile
-# bootstrap (the same as `ec.bootstrap_ci` on the 20 scores): resample the 20 answers with
-# replacement 2000 times, take each resample's mean, and keep the middle 95%. It runs from 0.1749 to
-# 0.4247, about ±0.12 around 0.2979. With 20 questions, that is as precisely as this fixture pins the
-# model's F1 down.
+# The interval in `result.extras["ci95"]` is a percentile bootstrap (lesson 01). Lesson 02 used the
+# Wilson interval, which is made for a proportion of 0/1 scores. F1 scores are not just 0 or 1, so evalcore
+# uses the bootstrap here, the same as `ec.bootstrap_ci` on the 20 scores. It resamples the 20 answers
+# with replacement 2000 times, takes each resample's mean, and keeps the middle 95%.
+#
+# The table lists every answer with its precision, recall and token F1. Its last column is exact match
+# (lesson 02) on the same answer.
 
 # %%
 per_example = pd.DataFrame({
@@ -182,9 +212,11 @@ per_example = pd.DataFrame({
 per_example
 
 # %% [markdown]
-# A scatter of precision against recall shows the two ways to lose F1. The dashed grey lines are
-# **iso-F1 curves**: every (precision, recall) point on one of them has the same F1 (solve
-# $F = 2PR/(P+R)$ for $R = FP/(2P - F)$). Marker area grows with the number of answers at a point.
+# A scatter of precision against recall shows the two ways to lose F1. An answer can say things the
+# reference does not (low precision), or leave out what the reference says (low recall). The dashed
+# grey lines are **iso-F1 curves**: every (precision, recall) point on one of them has the same F1. (We
+# draw them by solving $F = 2PR/(P+R)$ for $R = FP/(2P - F)$.) Marker area grows with the number of
+# answers at a point.
 
 # %%
 terse = [r for r in records if r["precision"] == 1.0 and r["recall"] < 0.5]  # all of it right, under half said
@@ -207,17 +239,16 @@ plt.show()
 
 # %% [markdown]
 # Reading the plot:
-# - The cluster at the origin: answers that share no token at all with the reference (F1 = 0).
-# - Top right: no answer equals its reference, but three come close (F1 0.75 to 0.84). Each copies its
-#   reference with a slip: `"Bes produce honey from the nectar of f flowers."`, `"Pacific ic is the is
-#   the largest ocean on Earth."`, `"Tokyo is the cityo is the capital of Japan."`. A misspelt word
-#   shares nothing with the right one, and a stutter adds tokens the reference does not have.
+# - **Bottom left: answers that share nothing.** The cluster at the origin holds the answers that share
+#   no token at all with the reference (F1 = 0).
+# - **Top right: near-copies.** No answer equals its reference, but three come close (F1 0.75 to 0.84).
+#   Each copies its reference with a slip: `"Bes produce honey from the nectar of f flowers."`,
+#   `"Pacific ic is the is the largest ocean on Earth."`, `"Tokyo is the cityo is the capital of Japan."`.
+#   A misspelt word shares nothing with the right one, and a stutter adds extra copies of words the
+#   reference has only once.
 # - **Bottom right: short answers.** Asked why a spider is not an insect, the model says
-#   `"A spider has eight legs."`: every word it said is in the reference (precision 1), but it covers
-#   5 of the reference's 11 tokens, so F1 is 0.625. Here the lower score is fair (the answer gives the
-#   spider's half of the explanation and says nothing about insects), but F1 would punish a terse
-#   answer that *was* complete just as hard: it charges for everything an answer leaves out, whether
-#   or not a human would.
+#   `"A spider has eight legs."`. Every word it said is in the reference, so precision is 1. But it
+#   covers only 5 of the reference's 11 tokens, so F1 is 0.625.
 
 # %%
 print([(r["prediction"], round(r["score"], 4)) for r in terse])
@@ -229,11 +260,23 @@ assert top == [0.75, 0.8235, 0.8421] and not any(ec.exact_match(r["prediction"],
 assert spots[(0.0, 0.0)] == 6, f"expected 6 answers sharing no token, got {spots[(0.0, 0.0)]}"  # 6 of 20 answers share no token with the reference
 
 # %% [markdown]
+# **How sure are we?**
+# - The interval for the mean F1 runs from 0.1749 to 0.4247, about ±0.12 around 0.2979. With 20
+#   questions, that is as precisely as this fixture pins the model's F1 down.
+# - The spider's lower score is fair: the answer gives the spider's half of the explanation and says
+#   nothing about insects. But F1 would punish a terse answer that *was* complete just as hard. It
+#   charges for everything an answer leaves out, whether or not a human would.
+
+# %% [markdown]
 # ## 3. Where F1 forgives, and where it is fooled
 #
-# F1 was designed to give partial credit to answers that are *nearly* right. It does this by counting
-# shared words, and it has no idea which words carry the meaning. Below are six hand-written pairs: three
-# correct paraphrases and three wrong answers that reuse the reference's wording.
+# F1 gives partial credit to a correct paraphrase, but it cannot tell which word carries the meaning. In
+# the six pairs below, every wrong answer outscores every correct paraphrase. And some of the model's
+# own answers earn credit from words like "the" alone.
+#
+# F1 was designed for answers that are *nearly* right. It counts shared words, and it has no idea which
+# words matter. The six pairs are hand-written: three correct
+# paraphrases, and three wrong answers that reuse the reference's wording.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -257,13 +300,15 @@ assert wrong["token_f1"].min() > right["token_f1"].max()  # ...but every wrong a
 print(f"best right answer {right['token_f1'].max():.4g} < worst wrong answer {wrong['token_f1'].min():.4g}")
 
 # %% [markdown]
-# "The capital of France is Berlin" shares five of six tokens with the reference and scores 0.8333;
-# "Penguins can fly." flips the meaning and still beats the correct "Penguins are unable to fly.".
+# "The capital of France is Berlin" shares five of its six tokens with the reference and scores 0.8333.
+# "Penguins can fly." flips the meaning, yet it still beats the correct "Penguins are unable to fly."
+# (0.6667 against 0.5).
 # The one word that decides whether the answer is right weighs no more than "the".
 #
-# The model's own answers show the same weakness from the other side: a wrong answer can score
-# above 0 through function words alone. Below, for every answer with F1 > 0, are the tokens it shares
-# with its reference.
+# The model's own answers show the weakness too. A wrong answer can score above 0
+# through **function words** alone. These are words such as "the", "is" and "a", which hold a sentence
+# together but carry no content of their own. Below, for every answer with F1 > 0, are the tokens it
+# shares with its reference.
 
 # %%
 FUNCTION_WORDS = {"a", "an", "the", "is", "are", "of", "in", "on", "at", "to", "and"}
@@ -288,15 +333,35 @@ assert free.set_index("prediction")["shared tokens"].to_dict() == {
 assert free["token_f1"].max() > 0.2, free["token_f1"].max()
 
 # %% [markdown]
-# `"Pacific Ocean is the largest ocean on Earth."` is a fluent, true sentence, and the model's answer to
-# *why a whale is not a fish*: it shares only `"is"` with the reference and scores 0.11. `"The Sun is the
-# clof the Earth."`, the answer to *describe the job of the heart*, is about something else entirely
-# and still scores 0.24, because it says `"the"` twice.
+# Four of the 14 non-zero scores come from function words alone. Together they add 0.03229 to the mean
+# F1 of 0.2979, about 11% of it. Two of those four answers, with the questions they were given:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for rec in records:  # two answers that score on function words alone, with their questions
+    if rec["prediction"] in ("Pacific Ocean is the largest ocean on Earth.", "The Sun is the clof the Earth."):
+        print(f"question:  {rec['instruction']}\nanswer:    {rec['prediction']}\nreference: {rec['reference']}\n")
+
+# %% [markdown]
+# `"Pacific Ocean is the largest ocean on Earth."` is a fluent, true sentence, and it is the model's
+# answer to *why a whale is not a fish*. It shares only `"is"` with the reference, and it scores 0.11. The heart
+# answer, `"The Sun is the clof the Earth."`, is about something else entirely. It still scores 0.24,
+# because it says `"the"` three times and its reference says it twice, so two `"the"`s are shared.
 #
+# **How sure are we?**
+# - The six pairs were written by hand. "Every wrong answer outscores every right one" is asserted for
+#   these six pairs only: three paraphrases and three wrong answers.
+
+# %% [markdown]
 # ## 4. Punctuation kept or stripped
 #
+# Stripping punctuation raises the shipped model's mean F1 from 0.2979 to 0.3258. The SQuAD normaliser,
+# which also drops articles, *lowers* it to 0.2843.
+#
 # `ec.normalise_f1` keeps punctuation, so `"Paris."` and `"Paris"` share nothing. The official SQuAD
-# script (`ec.normalise_squad`) strips ASCII punctuation, and also drops the articles *a*, *an*, *the*.
+# script's normaliser (`ec.normalise_squad`) strips ASCII punctuation, and it also drops the articles
+# *a*, *an* and *the*. ASCII punctuation means the 32 symbols of Python's `string.punctuation`, such as
+# `.`, `,`, `!` and `?`.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -307,9 +372,9 @@ assert ec.token_f1("Paris.", "Paris", normalise=ec.normalise_squad) == 1.0
 
 # %% [markdown]
 # Since `normalise_squad` changes two things at once, we also write a third policy that strips
-# punctuation but keeps the articles, so the two effects can be told apart. This is not a bug and
-# not an evalcore function: it is one more reasonable choice. We then re-score the model's *same*
-# answers under each normaliser (no new generation).
+# punctuation but keeps the articles, so that we can tell the two effects apart. It is not in evalcore,
+# just one more reasonable choice. We then re-score the model's *same* answers under each normaliser
+# (no new generation).
 
 # %%
 STRIP_PUNCT = str.maketrans("", "", string.punctuation)
@@ -336,7 +401,7 @@ assert bag_no_punct > bag_kept > bag_squad  # stripping punctuation helps; dropp
 assert round(bag_no_punct - bag_kept, 4) == 0.0278, bag_no_punct - bag_kept
 
 # %% [markdown]
-# Which answers moved, and why? (Only the rows where some policy disagrees with evalcore's.)
+# Which answers moved, and why? The table keeps only the rows where some policy disagrees with evalcore's.
 
 # %%
 punct_df = pd.DataFrame([{"prediction": r["prediction"], "reference": r["reference"],
@@ -358,30 +423,41 @@ print(f"{len(moved)} of {len(punct_df)} answers change score")
 
 
 # %% [markdown]
-# `"Jupiter is the largest planet."` against `"Jupiter is the largest planet in our solar system."` goes
-# from 0.5714 to 0.7143 once punctuation is stripped: its full stop had hidden `"planet"`. The off-topic
-# heart answer, `"The Sun is the clof the Earth."`, falls from 0.2353 to 0 under SQuAD's rules because
-# its free `"the"`s are gone. On this model the two effects pull in opposite directions and the
-# articles win: SQuAD's normaliser, which does both, gives a *lower* mean than evalcore's (0.2843
-# against 0.2979), while stripping punctuation alone gives a higher one (0.3258). Neither policy is
-# wrong, but a score reported without its normaliser cannot be compared with another.
+# Two rows show the two effects:
+# - **Punctuation.** `"Jupiter is the largest planet."` against `"Jupiter is the largest planet in our
+#   solar system."` goes from 0.5714 to 0.7143 once punctuation is stripped. Its full stop had hidden
+#   `"planet"`.
+# - **Articles.** The off-topic heart answer, `"The Sun is the clof the Earth."`, falls from 0.2353 to 0
+#   under SQuAD's rules, because its free `"the"`s are gone.
 #
+# On this model the two effects pull in opposite directions, and the articles win. SQuAD's normaliser,
+# which does both, gives a *lower* mean than evalcore's, while stripping punctuation alone gives a
+# higher one.
+#
+# **How sure are we?**
+# - Which effect wins is a fact about this model's answers, not about the normalisers. On this fixture,
+#   stripping punctuation never lowered an answer's score.
+# - Neither policy is wrong. But a score reported without its normaliser cannot be compared with another.
+
+# %% [markdown]
 # ## 5. Bag or set
 #
-# The SQuAD scripts and evalcore count tokens as a bag (`Counter`), and so does OpenAI evals
-# (`f1_score` in `evals/elsuite/utils.py`). HELM and lighteval count them as a **set**: each distinct
-# token once, however often it appears. HELM's `f1_score`
-# (`src/helm/benchmark/metrics/evaluate_reference_metrics.py`) calls nltk's `f_measure` on `set(...)`s
-# of normalised tokens, and lighteval's `F1_score.compute_one_item`
-# (`src/lighteval/metrics/metrics_sample.py`) does the same, although its docstring says "bag of words".
+# A bag counts every copy of a token. A **set** counts each distinct token once, however often it
+# appears. The frameworks are split between the two. The choice moves the shipped model's mean F1 by
+# about 3%. It moves the mean F1 of the under-trained checkpoint (100 steps, lesson 01's exercise 1),
+# which babbles, by about 40%.
 #
-# Inspect changed sides. In inspect-ai 0.3.260, `_to_words` returned a `set(...)`. In 0.3.285,
-# `_to_word_counts` returns a `Counter` (`src/inspect_ai/scorer/_classification.py`), so Inspect now
-# scores ("Paris Paris", "Paris") 0.67 (it rounds F1 to 2 decimals) where 0.3.260 gave 1.0. The same
-# framework can report two numbers for one answer, so a token F1 needs its version beside it.
+# Who counts what:
+# - **a bag** (`Counter`): the SQuAD scripts, evalcore, and OpenAI evals (`f1_score`);
+# - **a set**: HELM and lighteval. Both build Python `set`s of normalised tokens, although lighteval's
+#   docstring says "bag of words".
 #
-# We write the set variant here, labelled as the alternative definition it is, with evalcore's bag F1
-# used beside it.
+# Inspect changed sides, so a token F1 needs its version beside it. inspect-ai 0.3.260 counted a set,
+# and 0.3.285 counts a bag. Take the prediction "Paris Paris" against the reference "Paris". Version
+# 0.3.260 gave it 1.0, and 0.3.285 gives it 0.67. (Inspect rounds F1 to 2 decimals.)
+#
+# We write the set variant here, labelled as the alternative definition it is, and use evalcore's bag
+# F1 beside it.
 
 # %% tags=["live"]
 # Set F1: the bag formula on set()s of normalised tokens, with evalcore's empty rule; defines: set_f1
@@ -411,10 +487,12 @@ assert set_f1("the the the", "the cat sat on the mat") < ec.token_f1("the the th
 assert round(ec.token_f1("Paris Paris", "Paris"), 2) == 0.67 and set_f1("Paris Paris", "Paris") == 1.0
 
 # %% [markdown]
-# A set forgives repetition completely: saying "Paris" four times, or stuttering every word, scores a
-# perfect 1.0. The bag charges for each extra copy. The "New York" row of the table shows the
-# reverse case: the reference repeats a word and the set stops counting it. The set can also score
-# *lower*: the reference contains "the" twice, and the bag credits "the the the" for both.
+# A set forgives repetition completely. Saying "Paris" four times, or stuttering every word, scores a
+# perfect 1.0. The bag charges for each extra copy. Two rows of the table show other cases:
+# - **"New York"** against "New York New York" is the reverse case. The reference repeats a word, and the
+#   set stops counting it. So the set scores it 1.0, where the bag gives 0.6667.
+# - **"the the the"** scores *lower* as a set. The reference contains "the" twice, and the bag credits
+#   "the the the" for both.
 #
 # How fast does the bag's penalty grow? For "Paris" said $k$ times against "Paris", bag F1 is $2/(k+1)$.
 
@@ -436,15 +514,15 @@ assert set_curve == [1.0] * len(ks)
 
 
 # %% [markdown]
-# Does this matter for real outputs? The shipped model repeats itself often. Here are its answers
-# that contain a repeated token, under both definitions.
+# Does this matter for real outputs? The shipped model repeats itself often. Here are its answers that
+# contain a repeated token, under both definitions.
 
 # %%
 def repeats(text):  # how many tokens are copies of an earlier one
     tokens = ec.normalise_f1(text).split()
     return len(tokens) - len(set(tokens))
 
-rep_df = pd.DataFrame([{"prediction": r["prediction"], "reference": r["reference"][:24],
+rep_df = pd.DataFrame([{"prediction": r["prediction"], "reference": r["reference"],
                         "repeats": repeats(r["prediction"]),
                         "bag F1": r["score"], "set F1": set_f1(r["prediction"], r["reference"])}
                        for r in records if repeats(r["prediction"])]).round(4)
@@ -454,13 +532,19 @@ assert (moved > 0).sum() == 3 and (moved < 0).sum() == 2, moved.tolist()  # thre
 rep_df
 
 # %% [markdown]
-# Nine of the twenty answers repeat a token, but the differences are small and go both ways. The set
-# raises three: the stuttering Tokyo and Pacific answers, and the whale answer ("Pacific Ocean is the
-# largest ocean ..."), whose second "ocean", like the second "a" of its reference, no longer counts
-# in the lengths. It lowers two, the frog and heart answers: their references repeat a word the
-# answer also repeats (`"a"` in "A frog ... a tadpole", `"the"` in "The heart ... the body"), so
-# the set keeps one match where the bag kept two. The under-trained checkpoint (100 steps) is a
-# better test: it babbles `"Pun the the the ..."`, the degenerate output a set forgives.
+# Nine of the twenty answers repeat a token, but the differences are small and go both ways:
+# - **The set raises three.** Two are the stuttering Tokyo and Pacific answers. The third is the whale
+#   answer ("Pacific Ocean is the largest ocean ..."), which shares only "is". As a bag, its 8 tokens
+#   against the reference's 10 give 2·1/(8+10) = 0.1111. As a set, its second "ocean" and the
+#   reference's second "a" drop out of the lengths: 2·1/(7+9) = 0.125.
+# - **It lowers two**: the answers to the frog and heart questions. Each repeats a word that its
+#   reference also repeats. The frog answer (`"Gint fes ... a a a a atel ."`) repeats `"a"`, and so
+#   does its reference, "A frog starts life as a tadpole ...". The heart answer (`"The Sun is the clof
+#   the Earth."`) repeats `"the"`, and so does its reference, "The heart pumps blood to every part of
+#   the body". So the set keeps one match where the bag kept two.
+#
+# The under-trained checkpoint (100 steps) is a better test. It babbles `"Pun the the the ..."`. Such
+# stuck, repetitive text is called *degenerate* output, and it is what a set forgives.
 
 # %%
 early = ec.load_pretrained(ec.EARLY_CHECKPOINT_PATH)  # under-trained: ec.EARLY_CHECKPOINT_STEPS = 100 steps
@@ -481,10 +565,34 @@ assert 0 < change["shipped"] < 0.05  # the shipped model: a few per cent
 assert change["early"] > 0.3  # the babbling model: its score rises by more than 30%
 
 # %% [markdown]
+# The set barely moves the shipped model's mean F1 (+2.96%). It lifts the babbling early checkpoint's
+# by 40.5%, from 0.06032 to 0.08476.
+#
+# **How sure are we?**
+# - Both changes re-score the same answers, so on these answers they come from the definition alone,
+#   not from sampling. As sizes for other questions they are rough. The early checkpoint's 40.5% is a
+#   rise of 0.024 on a mean of only 0.06.
+# - The shipped model's small change is the net of changes that go both ways. Over all 20 answers the
+#   set raises seven and lowers two. Besides the three raised answers in the table, four rise because
+#   their reference repeats a word (such as "the" or "at") that the set counts only once.
+#
+# *Sources:* OpenAI evals, `evals/elsuite/utils.py` (`f1_score`). HELM,
+# `src/helm/benchmark/metrics/evaluate_reference_metrics.py` (`f1_score` calls nltk's `f_measure` on
+# `set`s). lighteval, `src/lighteval/metrics/metrics_sample.py` (`F1_score.compute_one_item`). Inspect,
+# `src/inspect_ai/scorer/_classification.py` (`_to_words` returned a `set` in 0.3.260, and
+# `_to_word_counts` returns a `Counter` in 0.3.285).
+
+# %% [markdown]
 # ## 6. One set of answers, five numbers
 #
-# Putting it together: the same answers, scored under the two normalisations and the two ways of counting.
-# The last variant (set of SQuAD-normalised tokens) is the closest of these to HELM's F1.
+# When you report token F1, say which normaliser you used and whether you counted a bag or a set. The
+# definition alone moves the shipped model's score from 0.2843 to 0.3258.
+#
+# Here we put it together: the same answers, scored under five F1 definitions. Each combines a
+# normaliser of section 4 (punctuation kept, punctuation stripped, or SQuAD's) with a way of counting of
+# section 5 (a bag or a set). Five of the six combinations are shown: a set with punctuation stripped is left out. The
+# last variant (a set of SQuAD-normalised tokens) is the closest of these to HELM's F1. It is not
+# HELM's exactly: for one, HELM scores an empty side 0.0 (Exercise 4).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -534,59 +642,85 @@ print(f"evalcore's F1, shipped - early: {paired['diff']:.4g}, "
 assert paired["ci95"][0] > 0 and paired["n"] == len(fx["f1"]), f"expected a CI above 0 over {len(fx['f1'])} questions, got {paired}"  # the interval excludes 0
 
 # %% [markdown]
-# On this fixture the five definitions agree on which checkpoint is better, but the shipped model's
-# score ranges from 0.2843 to 0.3258, a spread of 0.04 (about a seventh of its value), from policy
-# alone; evalcore's own choice is the second strictest. The babbling early checkpoint swings far more:
-# the set gives it 0.0848, while SQuAD normalisation leaves it exactly 0, because every token it shared
-# with a reference was `"the"`. A difference of that size between two papers or two leaderboards
-# could come entirely from their F1 code. It is also well inside the sampling interval of a single
-# 20-question score (0.1749 to 0.4247), so at this size it could just as well come from which
-# questions were drawn. The ranking of the two checkpoints, by contrast, is not a matter of noise:
-# paired on the same 20 questions, the shipped model's F1 is 0.2376 higher, with a 95% interval of
-# 0.1319 to 0.3486, well clear of 0. When you report token F1, say which normaliser you used and
-# whether you counted a bag or a set.
+# The shipped model's score ranges from 0.2843 to 0.3258 from policy alone. That is a spread of 0.04,
+# about a seventh of its value. Of the five, evalcore's own choice gives the second lowest score. The
+# spread is **systematic**: the same answers, scored differently, so it comes from the definition, not
+# from chance.
+#
+# The babbling early checkpoint swings far more. "Set, punct kept" gives it 0.0848. Both SQuAD-normalised
+# definitions leave it exactly 0, because every token it shared with a reference was `"the"`.
+#
+# The gap between the two checkpoints is of another size. Paired on the same 20 questions (the paired
+# difference of lesson 01), the shipped model's F1 (evalcore's definition) is 0.2376 higher. Its 95%
+# interval runs from 0.1319 to 0.3486, well clear of 0. So the ranking is unlikely to come from which
+# questions were drawn. Decoding is greedy: the model always takes its single most likely next token,
+# so nothing is sampled (lesson 04 comes back to this). The answers therefore add no sampling noise of
+# their own. All five
+# definitions put the two checkpoints in the same order.
+#
+# **How sure are we?**
+# - That is one 95% interval over 20 questions, for one definition of F1. At n = 20 a percentile
+#   interval tends to run a little narrow. The other four definitions give the same order of scores,
+#   but none was given an interval.
+# - Each checkpoint is one training run. The interval says nothing about how much another training seed
+#   would move either score. So the result is about these two checkpoints, not about 600 against 100
+#   training steps in general.
+# - A difference of 0.04 between two papers could come entirely from their F1 code. If both papers
+#   score the same answers, the gap is all code. If they compare two models, it could also come from
+#   sampling, depending on the questions. On *different* sets of 20 questions it easily could: each
+#   score alone is known only to about ±0.12, and a difference of two independent scores more loosely
+#   still. On the *same* questions only the part of the draw that the two scores share cancels, and
+#   that can be little: the paired interval above still runs about ±0.11. Only the interval of the
+#   paired difference says whether 0.04 is more than sampling.
 
 # %% [markdown]
 # ## Summary
-# - Token F1 = $2 \cdot \text{overlap} / (\text{len(pred)} + \text{len(ref)})$, the harmonic mean of
-#   precision (overlap / len(pred)) and recall (overlap / len(ref)); the overlap is a `Counter`
+#
+# **What this lesson established**
+# - Token F1 = $2 \cdot \text{overlap} / (\text{len(pred)} + \text{len(ref)})$. It is the harmonic mean
+#   of precision (overlap / len(pred)) and recall (overlap / len(ref)). The overlap is a `Counter`
 #   intersection, so a repeated word counts at most as often as the reference has it.
-# - Empty cases are conventions: in evalcore (and SQuAD v2.0) both empty gives 1.0 and one empty gives 0.0.
+# - The empty cases are conventions. In evalcore (and SQuAD v2.0), both empty gives 1.0 and one empty
+#   gives 0.0.
 # - The shipped model scores 0.2979, with a 95% bootstrap interval over its 20 answers of 0.1749 to
-#   0.4247 (`result.extras["ci95"]`); it beats the early checkpoint by 0.2376 (paired 95% interval
-#   0.1319 to 0.3486). Six of its 20 answers share nothing with the reference, none
-#   matches it exactly, and a terse answer ("A spider has eight legs.", asked why a spider is not an
-#   insect) gets precision 1 but F1 0.625.
+#   0.4247 (`result.extras["ci95"]`). It beats the early checkpoint by 0.2376 (paired 95% interval
+#   0.1319 to 0.3486).
+# - Six of its 20 answers share nothing with the reference, and none matches it exactly. A terse answer
+#   ("A spider has eight legs.", asked why a spider is not an insect) gets precision 1 but F1 0.625.
 # - F1 gives partial credit to paraphrases that EM scores 0, but it cannot tell which word carries the
-#   meaning: "The capital of France is Berlin" scores 0.8333, more than any correct paraphrase we tried,
-#   and four of the model's non-zero scores come from "the", "is" and "a" alone.
-# - Stripping punctuation raises the model's mean F1 from 0.2979 to 0.3258; the SQuAD normaliser, which
+#   meaning. "The capital of France is Berlin" scores 0.8333, more than any correct paraphrase we tried.
+#   Four of the model's non-zero scores come from "the", "is" and "a" alone.
+# - Stripping punctuation raises the model's mean F1 from 0.2979 to 0.3258. The SQuAD normaliser, which
 #   also drops articles, *lowers* it to 0.2843, because this model earns more from articles than it
 #   loses to punctuation.
-# - Set-based F1 (HELM, lighteval, and inspect-ai before it switched to a bag) forgives repetition:
-#   "Paris" said four times scores 1.0 instead of 0.4. It barely moves the shipped model (+3%) but lifts
-#   the babbling early checkpoint by about 40%.
+# - Set-based F1 (HELM, lighteval, and inspect-ai before it switched to a bag) forgives repetition.
+#   "Paris" said four times scores 1.0 instead of 0.4. The set barely moves the shipped model (+3%), but
+#   it lifts the babbling early checkpoint by about 40%.
 #
-# **Not established here.** The model's F1 on questions beyond these 20 to better than about ±0.12.
-# Whether the 0.04 spread between F1 definitions matters for a given comparison: it is systematic
-# (the same answers, scored differently), but smaller than the sampling interval of one 20-question
-# score. Which definition is right: the lesson shows what each counts, not which to choose.
+# **What it did not**
+# - It did not pin down the model's F1 on questions beyond these 20 to better than about ±0.12.
+# - It did not show whether the 0.04 spread between F1 definitions matters when two models are compared
+#   (say, by two papers with different F1 code). The spread is systematic (the same answers, scored
+#   differently). It is smaller than the 95% interval of one 20-question score. But the yardstick for
+#   comparing two models is the interval of their *difference*, and that depends on whether the two
+#   scores share their questions.
+# - It did not say which definition is right. The lesson shows what each counts, not which to choose.
 
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise has one code cell. Write your code where the stub says, then run the cell: its last
+# Each exercise has one code cell. Write your code where the stub says, then run the cell. Its last
 # lines check your answer.
 
 # %% [markdown]
 # ### Exercise 1: Several references
 #
-# `ec.token_f1` also takes a list of references. Before running anything, predict
-# `ec.token_f1("Tokyo", ["Tokyo", "Tokyo is the capital city of Japan."])`. Then store that score in
-# `best_f1`, and the F1 of `"Tokyo"` against each of the two references on its own in `per_reference`
-# (a list of two floats, in the same order).
+# `ec.token_f1` also takes a list of references, as exact match did in lesson 02. Before running
+# anything, predict `ec.token_f1("Tokyo", ["Tokyo", "Tokyo is the capital city of Japan."])`. Then
+# store that score in `best_f1`. Store the F1 of `"Tokyo"` against each of the two references on its own in
+# `per_reference`, a list of two floats in the same order.
 #
-# *Hint:* write your prediction down before you run anything; then compare it with the two scores on
+# *Hint:* write your prediction down before you run anything. Then compare it with the two scores on
 # their own.
 
 # %%
@@ -610,10 +744,10 @@ print("Exercise 1: check passed.")
 # %% [markdown]
 # ### Exercise 2: Word order
 #
-# Reverse the order of the words of `"Bees produce honey from the nectar of flowers."` (split on
-# whitespace, keep each word as it is) and store the result, joined with single spaces, in
-# `reversed_sentence`. Store its token F1 against the original in `reversed_f1`. What does this say
-# about F1 as a measure of fluency?
+# Reverse the order of the words of `"Bees produce honey from the nectar of flowers."`. Split on
+# whitespace and keep each word as it is. Store the result, joined with single spaces, in
+# `reversed_sentence`, and its token F1 against the original in `reversed_f1`. What does this say about
+# F1 as a measure of fluency?
 #
 # *Hint:* a `Counter` stores counts, not positions.
 
@@ -636,17 +770,21 @@ assert abs(reversed_f1 - ec.token_f1(reversed_sentence, "Bees produce honey from
 print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
-# The reversed sentence has exactly the same bag of tokens as the original, so it scores a perfect
-# 1.0 although it is not English. F1 says nothing about word order, and so nothing about fluency or
+# The reversed sentence has exactly the same bag of tokens as the original, so it scores a perfect 1.0
+# although it is not English. F1 says nothing about word order, and so nothing about fluency or
 # grammar: a shuffled copy of the reference is indistinguishable from the reference.
 
 # %% [markdown]
 # ### Exercise 3: Free credit
 #
-# Write a normaliser `no_function_words(text)` that applies `ec.normalise_f1` and then drops every
-# token in `FUNCTION_WORDS`. Pass it to `ec.token_f1` (its `normalise=` argument) to re-score the
-# shipped model's 20 answers, and store the mean in `content_f1`. Store in `free_credit` how much of
-# the mean F1 of section 2 (`result.value`) came from function words: the difference between the two.
+# Write a normaliser `no_function_words(text)` that applies `ec.normalise_f1` and then drops every token
+# in `FUNCTION_WORDS`. Pass it to `ec.token_f1` (its `normalise=` argument) to re-score the shipped
+# model's 20 answers, and store the mean in `content_f1`. How much lower is it than the mean F1 of
+# section 2 (`result.value`)? Store that difference in `free_credit`.
+#
+# It is a net change, not the function words' share. Dropping them also shortens both sides, which can
+# raise an answer's F1. So it differs from section 3's 0.03229, which counts only the answers whose
+# shared tokens are all function words.
 #
 # *Hint:* `fixture_mean(lambda p, r: ec.token_f1(p, r, normalise=no_function_words))`.
 
@@ -659,7 +797,7 @@ def no_function_words(text):
 
 content_f1 = fixture_mean(lambda p, r: ec.token_f1(p, r, normalise=no_function_words))
 free_credit = result.value - content_f1
-print(f"content-word F1 {content_f1:.4g} vs {result.value:.4g}: {free_credit:.4g} came from function words")
+print(f"content-word F1 {content_f1:.4g} vs {result.value:.4g}: {free_credit:.4g} lower without function words (net)")
 ### END SOLUTION
 assert no_function_words("The Sun is a STAR.") == "sun star.", \
     f"expected normalise_f1's tokens without the function words; got {no_function_words('The Sun is a STAR.')!r}"
@@ -672,11 +810,11 @@ print("Exercise 3: check passed.")
 # %% [markdown]
 # ### Exercise 4: A vacuous match
 #
-# Under `ec.normalise_squad`, what does the prediction `"The"` score against the reference `"A"`?
-# Store evalcore's answer in `squad_f1`. Would HELM agree? Write `helm_f1(prediction, reference)`:
-# set-based F1 on `ec.normalise_squad` tokens, with HELM's rule that a side with no tokens scores 0.0.
+# Under `ec.normalise_squad`, what does the prediction `"The"` score against the reference `"A"`? Store
+# evalcore's answer in `squad_f1`. Would HELM agree? Write `helm_f1(prediction, reference)`: set-based
+# F1 on `ec.normalise_squad` tokens, with HELM's rule that a side with no tokens scores 0.0.
 #
-# *Hint:* normalise both first; then look at the empty-case rule, and at the comment in `set_f1`.
+# *Hint:* normalise both first. Then look at the empty-case rule, and at the comment in `set_f1`.
 
 # %%
 # Exercise 4: store evalcore's score of "The" against "A" under ec.normalise_squad in `squad_f1`,
@@ -704,7 +842,7 @@ assert helm_f1("The", "A") != squad_f1 and helm_f1("", "Paris") == helm_f1("", "
 print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
-# `ec.normalise_squad` drops the articles, so both sides are empty. evalcore, like the SQuAD v2.0
-# script, calls that a vacuous match and gives 1.0; HELM gives 0.0, because its `f1_score` turns an
-# empty side into 0. Two answers that are both only an article are a rare case, but it is one more
-# place where two frameworks report different numbers for the same answers.
+# `ec.normalise_squad` drops the articles, so both sides are empty. evalcore, like the SQuAD v2.0 script,
+# calls that a vacuous match and gives 1.0. HELM gives 0.0, because its `f1_score` turns an empty side
+# into 0. Two answers that are both only an article are a rare case. But it is one more place where two
+# frameworks report different numbers for the same answers.

@@ -15,32 +15,31 @@
 # %% [markdown]
 # # 05 · Aggregation and the report
 #
-# Four lessons gave us four evals, each with its own scale: perplexity runs from 1 upwards and lower is
-# better, exact match and token F1 sit in [0, 1], and the judge gives 1 to 5. A dashboard, a model
-# card or a CI gate wants **one** number. This lesson covers how `evalcore` makes that number, what
-# it hides, and what lands in the JSON file that CI reads.
+# Four lessons gave us four evals, each on its own scale. Perplexity runs from 1 upwards, and lower is
+# better. Exact match and token F1 sit in [0, 1]. The judge gives 1 to 5. A dashboard, a model card
+# or a CI gate (an automatic check that fails a change whose score drops) wants **one** number, an
+# **aggregate** that combines the four. Ours is a weighted mean. Each eval is first mapped onto [0, 1]
+# (section 2). The default weights are 0.2 for perplexity, 0.3 for exact match, 0.3 for token F1 and
+# 0.2 for the judge (section 4).
 #
 # **What you will learn**
 #
-# - how `ec.normalise_metric` puts every eval on a 0-1, higher-is-better scale, and what its clipping
-#   rules do with impossible values (perplexity below 1, NaN);
-# - whether the shipped checkpoint is really better than an early one: paired differences per eval and
-#   on the aggregate, each with a 95% interval (`ec.paired_difference`, `ec.paired_aggregate_difference`),
-#   and why 0/1 scores get Newcombe's paired score interval instead of a bootstrap;
-# - why the aggregate's interval resamples the **facts** the four evals share, and how much wider
-#   that makes it;
-# - the three layers of a `FinalReport`: the aggregate, the per-eval values and weights, and the
-#   per-example rows;
-# - why the weights are a product decision, and when they can and cannot change a ranking: we sweep
-#   the perplexity weight for two real checkpoints and solve for where their gap would close;
-# - how `ec.aggregate` renormalises the weights when only some evals ran, and the errors that stop an
-#   eval from being dropped silently;
+# - `ec.normalise_metric`: one 0-1, higher-is-better scale for every eval, with clipping rules for
+#   impossible values (perplexity below 1, NaN);
+# - paired differences with 95% intervals, per eval and on the aggregate: is the shipped checkpoint
+#   really better than an early one?
+# - McNemar's test and Newcombe's interval for 0/1 scores, where the bootstrap is too sure;
+# - why the aggregate's interval resamples the **facts** the four evals share;
+# - the three layers of a `FinalReport`: aggregate, per eval, per example;
+# - why the weights are a product decision, and when they can change a ranking;
+# - how `ec.aggregate` renormalises the weights when only some evals ran, and which mistakes it
+#   refuses;
 # - the strict JSON written for CI: stable keys, and no `NaN` anywhere.
 #
-# **Time needed:** about 85 minutes.
+# **Time needed:** about 90 minutes.
 #
 # **Builds on:** lessons 01-04 (perplexity, exact match, token F1, the mock judge). We only *run*
-# those evals here; how each one works is covered there.
+# those evals here.
 
 # %%
 import json
@@ -62,6 +61,9 @@ FOUR = ["perplexity", "exact_match", "token_f1", "judge"]  # the four evals of l
 # %% [markdown]
 # ## 1. Two models, four numbers each
 #
+# The shipped checkpoint beats an early one on every eval and on the aggregate. By how much is known
+# only roughly.
+#
 # We compare two checkpoints of the same TinyGPT. The **shipped** one (`ec.load_pretrained()`) trained
 # for 600 steps on windows of its full 256-token context. The **early** one (`ec.EARLY_CHECKPOINT_PATH`)
 # stopped after 100. Neither trains here: loading takes a moment, and the four evals take a few seconds.
@@ -79,8 +81,9 @@ value = {name: {r.name: r.value for r in rs} for name, rs in results.items()}
 
 
 # %% [markdown]
-# Here are the raw values, each in its own unit, with the 95% interval that every eval now stores in
-# `extras["ci95"]` (Wilson for exact match, a bootstrap over the 20 examples for the others):
+# Here are the raw values, each in its own unit, with the 95% interval every eval stores in
+# `extras["ci95"]`. Exact match uses the Wilson interval (lesson 02), the others a percentile
+# bootstrap over the 20 examples (lesson 01). Below are each model's first three exact-match answers:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -91,28 +94,46 @@ def with_ci(r):
 
 raw = pd.DataFrame({name: {r.name: with_ci(r) for r in rs} for name, rs in results.items()})
 print(raw.to_string())
+em_records = {name: rs[1].per_example for name, rs in results.items()}  # rs[1]: exact match
+answers = pd.DataFrame({"question": [e["instruction"] for e in em_records["shipped"][:3]],
+                        **{name: [e["prediction"] for e in recs[:3]] for name, recs in em_records.items()}})
+print(answers.to_string())
 
 # %% [markdown]
-# Look at the rows. The shipped model is ahead on all four: half the early model's perplexity (7.134
-# against 14.73; lower is better), six exact matches where the early model has none, and higher
-# token F1 and judge scores. The early model's answers are mostly babble.
+# The shipped model is ahead on all four rows. Its perplexity is half the early model's (7.134
+# against 14.73; lower is better). It has six exact matches of 20 (EM 0.3) to none, and higher token
+# F1 and judge scores. The early model's answers are mostly babble. With 20 questions per eval, each
+# value is coarse: one answer moves exact match by 0.05, and the shipped model's interval on it runs
+# from 0.1455 to 0.519.
 #
-# With 20 questions per eval, each value is coarse: one answer moves exact match by 0.05, and the
-# shipped model's interval on it runs from 0.1455 to 0.519. Two models' separate intervals are the
-# wrong tool for comparing them, though: both models answered the *same* questions, and a question
-# that is hard for one tends to be hard for the other. So compare them question by question.
-# `ec.paired_difference(early, shipped)` takes the per-question differences (shipped − early) and
-# gives the mean difference with a paired 95% interval; `ci_method` names how the interval was made.
-# For token F1 and the judge it resamples the questions (a paired percentile bootstrap). For
-# perplexity the difference is of corpus perplexities, recomputed on each resample of the texts.
+# Separate intervals are the wrong tool for comparing two models, though. Both answered the *same*
+# questions, and a question that is hard for one tends to be hard for the other. So we compare them
+# question by question, as a paired difference (lesson 01). `ec.paired_difference(early, shipped)`
+# gives the difference shipped − early with a paired 95% interval: for perplexity, the difference of
+# the two corpus perplexities; otherwise, the mean per-question difference. Its `ci_method` names how
+# the interval was made:
 #
-# A 0/1 score such as exact match is different. The change **broke** some questions (right before,
-# wrong after) and **rescued** others (wrong before, right after), and everything rests on those
-# few changed questions. `paired_difference` counts both, gives McNemar's exact p-value (how often a
-# split this one-sided would appear if each changed question were a coin toss), and puts on the
-# difference **Newcombe's paired score interval** (Newcombe 1998, his method 10): Wilson intervals
-# for the two rates, combined through the correlation of the pairs. Unlike the percentile
-# bootstrap, its coverage on small paired samples was studied and found close to 95%.
+# - token F1 and the judge: a paired percentile bootstrap over the questions;
+# - perplexity: the difference recomputed on each resample of the texts;
+# - exact match, a 0/1 score: the two tools below.
+
+# %% [markdown]
+# **0/1 scores.** The change **broke** some questions (right before, wrong after) and **rescued**
+# others (wrong before, right after). All the evidence is in those few changed questions, and
+# `paired_difference` counts both.
+#
+# - **McNemar's exact test** treats each changed question as a fair coin toss, as it would be with no
+#   real change. Its **p-value** is how often such coins give a split at least this one-sided, either
+#   way. A small p says the split would be rare if nothing had changed. It is not the chance that
+#   nothing changed.
+# - **Newcombe's paired score interval** is a 95% interval for a difference of two proportions on
+#   the same examples. It combines Wilson intervals for the two rates, corrected for the correlation
+#   of the pairs. ("Score" comes from Wilson's score interval, lesson 02, not from the eval's scores.)
+#
+# An interval's **coverage** is how often intervals built by its method would contain the true value
+# if the study were repeated on many new samples. A 95% interval should cover it 95% of the time.
+# Newcombe's method has been checked this way on small paired samples, and it covers close to 95%.
+# The percentile bootstrap is known to cover less there.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -130,11 +151,14 @@ for n, d in paired.items():
 print("questions where the early model scores higher:", early_higher)
 
 # %% [markdown]
-# Every interval lies entirely on the shipped model's side of zero: its perplexity is lower (by 4.97
-# to 8.54 on resamples of the texts), and its exact match, F1 and judge scores are higher. On exact
-# match it rescued six questions and broke none. McNemar's p of 0.03125 is exactly what the sign
-# test gives for a six-to-nothing split, since on 0/1 scores the two are the same test. The early
-# model scores higher on no question of the three answer-based evals.
+# Every interval lies entirely on the shipped model's side of zero. Its perplexity is lower, by 4.97
+# to 8.54 on resamples of the texts. Its exact match, F1 and judge scores are higher. The early model
+# scores higher on no question of the three answer-based evals.
+#
+# On exact match the shipped model rescued six questions and broke none. Six fair coins all land the
+# same way, one way or the other, with probability 2 × (1/2)^6 = 2/64. That is McNemar's p of
+# 0.03125. The **sign test**, which counts the pairs that moved up and those that moved down, gives
+# the same p: on 0/1 scores it is the same test.
 #
 # Why not bootstrap exact match too? Here is what a percentile bootstrap of the same 20 paired
 # differences says:
@@ -148,22 +172,36 @@ print(f"exact match, shipped - early: percentile bootstrap [{em_boot[0]:+.4g}, {
       f"Newcombe [{paired['exact_match']['ci95'][0]:+.4g}, {paired['exact_match']['ci95'][1]:+.4g}]")
 
 # %% [markdown]
-# The bootstrap says the gain is at least +0.1. That is too sure. All the evidence is six changed
-# questions out of six, and McNemar's exact p of 0.031 says a split that one-sided is not rare
-# under no effect at all. The bootstrap cannot see that: at a 6-0 split every resample still shows
-# only gains, so its lower end sits where the fewest rescues drawn happen to fall. It is known to
-# cover less than 95% on small paired 0/1 samples. Newcombe's interval reaches down to +0.077, much
-# closer to zero, in line with the p-value. So `paired_difference` picks Newcombe for 0/1 scores by
-# itself and says so in `ci_method`.
+# The bootstrap is too sure: its 95% interval starts at +0.1. Newcombe's interval reaches down to
+# +0.077, closer to zero. Like McNemar's p of 0.031, it puts the gain clear of 0 at the 5% level (the
+# usual bar: p below 0.05, or a 95% interval that excludes 0), but not by much. So
+# `paired_difference` picks Newcombe for 0/1 scores by itself and says so in `ci_method`.
 #
-# Now the aggregate. `ec.paired_aggregate_difference` draws one resample, scores both models on it,
-# and takes the difference of their default-weight aggregates. Which units does it draw? The four
-# fixtures ask about the **same facts**: the capital of France appears as a text to score, an
-# exact-match question, and a judged question; the spider's legs in all four. A model that knows a
-# fact tends to do well on it in every eval, so the evals' examples are not independent of each
-# other. Every fixture example carries a fact id (`fx["facts"]`, copied into each record's `"fact"`
-# by `ec.core_evals`), and the resample draws **facts**, 25 of them, and counts every example of a
-# drawn fact in every eval that asks about it:
+# **How sure are we?**
+#
+# - All the evidence is the six questions that changed, and all six are rescues. With no real
+#   change, six coins would split 6-0 one way or the other once in 32 tries: McNemar's p of 0.031.
+#   That is rare enough to pass the usual 5% bar, but only just, and it rests on six questions.
+# - The bootstrap cannot see how thin that is. It resamples the 20 observed differences, and none of
+#   them is a loss, so no resample can contain one. It treats "nothing broke here" as "nothing can
+#   break". Each resample draws about six rescues, more or fewer by luck. Its lower end is the 2.5th
+#   percentile of that count: 2 rescues of 20, or +0.1.
+
+# %% [markdown]
+# Now the aggregate. `ec.paired_aggregate_difference` scores both models on the same resample and
+# takes the difference of their default-weight aggregates. 2,000 such resamples give its interval.
+#
+# Its unit of resampling (lesson 01) is the **fact**. The four fixtures ask about the same facts. The
+# capital of France is a text to score, an exact-match question and a judged question. The spider's
+# legs appear in all four. A model that knows a fact tends to do well on it in every eval, so the
+# evals' examples are not independent.
+#
+# Every fixture example carries a fact id (`fx["facts"]`), which `ec.core_evals` copies into each
+# record's `"fact"`. There are 25 units: 24 facts, and text 19 of the perplexity fixture, which
+# mentions many facts and is its own unit. Each resample draws 25 units with replacement. Every
+# example of a drawn unit counts in every eval, once for each time the unit was drawn.
+#
+# The cell counts the units by their number of examples, then prints all five paired differences:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -174,6 +212,13 @@ print(f"{len(per_fact)} fact ids; examples per fact over the four evals:",
 agg_diff = ec.paired_aggregate_difference(results["early"], results["shipped"])
 print(f"aggregate, shipped - early: {agg_diff['diff']:.4g}  95% CI [{agg_diff['ci95'][0]:.4g}, {agg_diff['ci95'][1]:.4g}]")
 print(agg_diff["ci_method"])
+all_diffs = pd.DataFrame({n: {"shipped - early": d["diff"], "95% CI low": d["ci95"][0], "95% CI high": d["ci95"][1]}
+                          for n, d in [*paired.items(), ("aggregate", agg_diff)]}).T
+print(all_diffs.to_string(float_format=lambda v: f"{v:+.4g}"))
+
+# %% [markdown]
+# In the counts, `4: 12` means 12 units have four examples, one in each eval. The printed method calls
+# all 25 units facts. Its "other examples" are examples with no fact id, and here there are none.
 
 # %%
 fig, axes = plt.subplots(1, 5, figsize=(12, 3))
@@ -189,13 +234,20 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# So "the shipped model is better" is a finding here, on every eval and on the aggregate (0.2085
-# higher, interval 0.1228 to 0.2932). *How much* better is known only roughly: the exact-match gain
-# could be anywhere from 0.077 to 0.52, the judge gain from 0.4 to 1.35 points. Read nothing into
-# the second decimal of any of these differences.
+# So "the shipped model is better" is a finding here, on every eval and on the aggregate. The
+# aggregate is 0.2085 higher, with an interval from 0.1228 to 0.2932.
 #
-# The rest of the lesson asks whether a different weighting of the four evals could say otherwise.
-# First, let's check the claims:
+# **How sure are we?**
+#
+# - *How much* better is known only roughly. The exact-match gain could be anywhere from 0.077 to
+#   0.52, the judge gain from 0.4 to 1.35 points.
+# - Read nothing into the second decimal of any of these differences.
+# - Five intervals are read here. Tests read together often need a *correction* (lesson 08): a
+#   stricter bar for each, since among many tests some pass by luck. "Better on every eval" needs
+#   none: it holds only if each interval clears 0 on its own.
+#
+# Could a different weighting of the four evals say otherwise? Section 4 asks. First, let's check
+# the claims:
 
 # %%
 assert value["shipped"]["perplexity"] < value["early"]["perplexity"]  # 7.13 < 14.73: lower is better
@@ -216,10 +268,14 @@ assert paired["exact_match"]["ci95"][0] < em_boot[0], "expected Newcombe's lower
 assert "25 facts drawn jointly" in agg_diff["ci_method"], agg_diff["ci_method"]
 
 # %% [markdown]
+# *Sources:* Newcombe's interval is method 10 of Newcombe (1998b, *Statistics in Medicine*
+# 17:2635-2650).
+
+# %% [markdown]
 # ## 2. One scale for all: `normalise_metric`
 #
-# You can't average 7.13 with 0.3 and 1.95. `ec.normalise_metric(name, value)` maps each eval onto
-# [0, 1], with higher always better:
+# **Normalising** maps every eval onto one shared scale, here [0, 1] with higher always better. We
+# can't average 7.13 with 0.3 and 1.95. `ec.normalise_metric(name, value)` has one rule per eval:
 #
 # | eval | rule | why |
 # | --- | --- | --- |
@@ -227,10 +283,13 @@ assert "25 facts drawn jointly" in agg_diff["ci_method"], agg_diff["ci_method"]
 # | exact_match, token_f1 | unchanged | already a fraction in [0, 1] |
 # | judge | `score / 5` | maps 1-5 onto 0.2-1.0 |
 #
-# It also has **clipping rules** for values that no working model should produce. A perplexity
-# below 1 would need probabilities above 1, so it is clipped to ppl 1 (a score of 1.0). A NaN
-# scores 0: a broken eval ranks at the bottom instead of disappearing from the average. An infinite
-# or non-positive perplexity also scores 0. Let's probe each rule:
+# It also has **clipping rules** for values that no working model should produce:
+#
+# - A perplexity below 1 would need probabilities above 1, so it is clipped to ppl 1 (a score of 1.0).
+# - A NaN scores 0, so a broken eval ranks at the bottom instead of disappearing from the average.
+# - An infinite or non-positive perplexity also scores 0.
+#
+# Let's probe each rule:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -257,11 +316,11 @@ assert ec.normalise_metric("judge", 1) == 0.2                  # the judge's flo
 # - **A perplexity of 259 still scores 0.153.** The vocabulary has 259 tokens, so a model that
 #   guesses uniformly at random has perplexity 259. It still earns 15% on this eval.
 #
-# Clipping a perplexity below 1 keeps the aggregate inside [0, 1]. It does not make the number
-# trustworthy. In lesson 01, dividing by padded positions made perplexity look too good. A value
-# below 1 is a bug to investigate, and here it would earn full marks.
+# **How sure are we?** Clipping a perplexity below 1 keeps the aggregate inside [0, 1]. It does not
+# make the number trustworthy. In lesson 01, dividing by padded positions made perplexity look too
+# good. A value below 1 is a bug to investigate, and here it would earn full marks.
 #
-# Now the curve. The x axis is logarithmic, and our two models are marked on it:
+# Now the curve, on a logarithmic x axis, with our two models marked:
 
 # %%
 grid = np.logspace(0, 3, 300)  # perplexity 1 ... 1000
@@ -278,23 +337,23 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# The curve is steep between 1 and 10 and nearly flat after 100. Halving the perplexity, from 14.73
-# (early) to 7.13 (shipped), moves the normalised score by only about 0.07 (from 0.271 to 0.337).
-# This choice of curve already acts as a kind of weight: a large gain in perplexity counts for little
-# in the aggregate.
+# The curve itself acts as a kind of weight: a large gain in perplexity counts for little in the
+# aggregate. It is steep between 1 and 10 and nearly flat after 100. Halving the perplexity, from
+# 14.73 (early) to 7.13 (shipped), moves the normalised score by only about 0.07 (from 0.271 to
+# 0.337).
 
 # %% [markdown]
 # ## 3. The report and its three layers
 #
-# `ec.aggregate(results)` returns a `FinalReport`. It has three layers, from the most summarised to
+# `ec.aggregate(results)` returns a `FinalReport`. Its three layers run from the most summarised to
 # the most detailed:
 #
 # 1. **the aggregate**: `report.score`, one number in [0, 1], with its 95% interval `report.ci95`;
-# 2. **per eval**: `report.table()`, `report.normalised()` and `report.weights` (already renormalised
-#    to sum to 1);
+# 2. **per eval**: `report.table()`, `report.normalised()` and `report.weights` (renormalised to sum
+#    to 1, section 5);
 # 3. **per example**: `report.to_frame()`, one row for each example of each eval.
 #
-# Let's build the shipped model's report with the default weights and start at the top.
+# We start at the top, with the shipped model's report under the default weights.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -308,9 +367,9 @@ assert abs(report.score - 0.3248) < 5e-4  # the shipped checkpoint's aggregate, 
 assert report.ci95[0] < report.score < report.ci95[1]
 
 # %% [markdown]
-# The interval resamples facts, as in section 1. How much does that matter? Strip the fact ids
-# and each eval's examples are resampled on their own, as if the four fixtures asked about
-# unrelated things:
+# The interval resamples facts, as in section 1. That makes it about 17% wider than resampling each
+# eval on its own. To see this, strip the fact ids, as if the four fixtures asked about unrelated
+# things:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -333,19 +392,23 @@ assert 1.1 < widening < 1.3, f"expected the joint interval 10-30% wider, got {wi
 assert "25 facts drawn jointly" in report.ci_method and "no fact ids" in independent.ci_method
 
 # %% [markdown]
-# Same aggregate, wider interval: 0.2370 to 0.4131 instead of 0.2508 to 0.4010, about 17% wider.
-# Resampled on its own, each eval's luck averages out against the others' in the aggregate. But a
-# fact the model happens to know lifts all four evals at once, and drawing it twice or not at all
-# moves them together; the independent interval misses that and is too narrow. The JSON report
-# names how its interval was made (`aggregate_ci_method`, section 6). Text 19 of the perplexity
-# fixture mentions many facts at once; it is its own unit here, so the 25 units are 24 facts and
-# that text. Facts are still not independent draws from the questions a user would ask: they were
-# all chosen by one author, from what TinyGPT was trained on.
+# Same aggregate, wider interval: 0.2370 to 0.4131 instead of 0.2508 to 0.4010. The independent
+# interval is too narrow. Resampled on its own, each eval's luck averages out against the others'.
+# But a fact the model happens to know lifts all four evals at once. Drawing it twice, or not at all,
+# moves them together. The JSON report names how its interval was made (`aggregate_ci_method`,
+# section 6).
+#
+# **How sure are we?**
+#
+# - The 25 units are 24 facts and text 19, which mentions many facts at once (section 1).
+# - Facts are still not independent draws from the questions a user would ask. They were all chosen
+#   by one author, from what TinyGPT was trained on.
 
 # %% [markdown]
-# One layer down, `report.table()` is the text view that `make demo` prints. Its first line gives the
-# aggregate with its 95% interval. Then it lists one row per eval, with a "95% CI" column in the
-# eval's own unit (the same `extras["ci95"]` as in section 1), then each eval's worst examples:
+# One layer down, `report.table()` is the text view that `make demo` (see the README) prints. It
+# gives the aggregate with its 95% interval, one row per eval with a "95% CI" in the eval's own unit
+# (section 1's `extras["ci95"]`), and each eval's worst examples. Its `n` counts the examples scored.
+# For the judge, which may leave some unscored, it reads scored/asked (`20/20`):
 
 # %%
 print(report.table(worst=2))
@@ -367,8 +430,8 @@ assert abs(layers["contribution"].sum() - report.score) < 1e-12  # the aggregate
 assert layers["contribution"].idxmin() == "perplexity"  # weight 0.2 and a flat curve: the least
 
 # %% [markdown]
-# The bottom layer is `report.to_frame()`. It has one row per example, for all four evals stacked
-# together, and each row's own score passes through `normalise_metric` too:
+# The bottom layer, `report.to_frame()`, has one row per example of all four evals. Each row's own
+# score passes through `normalise_metric` too:
 
 # %%
 frame = report.to_frame()
@@ -377,10 +440,10 @@ frame.loc[frame["eval"] == "judge", ["index", "prediction", "reference", "score"
 
 # %% [markdown]
 # Does the mean of the per-example normalised scores give back each eval's normalised value? For
-# three of the evals it does, because their rule is linear (`x` or `x / 5`). Perplexity is the
-# exception. The eval's value is a **corpus** perplexity (sum every token's loss, divide once, as in
-# lesson 01). `1 / (1 + ln ppl)` is also curved. So averaging the normalised per-text perplexities
-# gives a different number:
+# three evals it does, because their rule is linear (`x` or `x / 5`). Perplexity is the exception.
+# Its value is a **corpus** perplexity (sum every token's loss, divide once, as in lesson 01), and
+# `1 / (1 + ln ppl)` is curved. So averaging the normalised per-text perplexities gives a different
+# number:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -394,36 +457,46 @@ assert all(abs(per_eval.loc[n, "difference"]) < 1e-12 for n in ["exact_match", "
 assert abs(per_eval.loc["perplexity", "difference"]) > 1e-3  # per-text average != corpus value
 
 # %% [markdown]
-# Averaging per text would give the shipped model 0.327 on perplexity instead of 0.337. Two things
-# pull the numbers apart, in opposite directions, and we can separate them. Going from the eval's
-# value to the per-example average takes two steps: first give every text the same weight instead of
-# its share of the tokens, then average the normalised values instead of normalising the average.
+# Averaging per text would give the shipped model 0.327 on perplexity instead of 0.337. Two steps
+# lead from the eval's value to the per-example average, and they pull in opposite directions:
+#
+# 1. give every text the same weight, instead of its share of the tokens;
+# 2. average the normalised values, instead of normalising the average.
+#
+# The table's first row is the eval's value. The ln of the corpus perplexity is the token-weighted
+# mean of the per-text ln ppl, so `1 / (1 + that mean)` is its normalised value. The next rows apply
+# step 1, then step 2:
 
 # %%
 # NBVAL_CHECK_OUTPUT
 ppl_rows = frame[frame["eval"] == "perplexity"]
 log_ppl, share = np.log(ppl_rows["score"]), ppl_rows["n_tokens"] / ppl_rows["n_tokens"].sum()
-two_steps = pd.Series({"1 / (1 + mean ln ppl), weighted by tokens (the eval's value)": 1 / (1 + (share * log_ppl).sum()),
-                       "1 / (1 + mean ln ppl), every text weighted the same": 1 / (1 + log_ppl.mean()),
-                       "mean of 1 / (1 + ln ppl) (the per-example average)": (1 / (1 + log_ppl)).mean()})
+two_steps = pd.Series({"the eval's value: 1 / (1 + mean ln ppl), weighted by tokens": 1 / (1 + (share * log_ppl).sum()),
+                       "after step 1: 1 / (1 + mean ln ppl), every text weighted the same": 1 / (1 + log_ppl.mean()),
+                       "after step 2: mean of 1 / (1 + ln ppl), the per-example average": (1 / (1 + log_ppl)).mean()})
 print(two_steps.round(4).to_string())
 assert abs(two_steps.iloc[0] - norm["perplexity"]) < 1e-9
 assert abs(two_steps.iloc[2] - per_eval.loc["perplexity", "mean of per-example"]) < 1e-9
 assert two_steps.iloc[1] < two_steps.iloc[0] and two_steps.iloc[2] > two_steps.iloc[1]  # down, then up
 
 # %% [markdown]
-# The first step lowers the score. The corpus value weights each text by its tokens, so the 748-byte
-# text, one of the easiest, counts for 42% of it; with equal weights, short hard texts such as
-# "Owls hoot." count as much as it does. The second step raises the score again: `1 / (1 + x)` is
-# convex in `x = ln ppl`, so the average of normalised values is never below the normalised average
-# (Jensen's inequality). Here the first step wins; on other data the second can. The aggregate uses
-# the corpus value. Use the per-example layer to find *which* texts are hard, not to re-derive the
-# eval.
+# The aggregate uses the corpus value. Use the per-example layer to find *which* texts are hard, not
+# to re-derive the eval.
+#
+# - **The first step lowers the score**, from 0.3373 to 0.3178. The corpus value weights each text
+#   by its tokens. So text 19, the 748-byte text and one of the easiest, counts for 42% of it. (It
+#   has 747 scored tokens: a text's first token is never a target, lesson 01.) With equal weights,
+#   short hard texts such as "Owls hoot." count as much as it does.
+# - **The second step raises it again**, to 0.3271. `1 / (1 + x)` is convex in `x = ln ppl`: its
+#   curve bends upwards, like a bowl. On a convex curve the average of the values is never below the
+#   value at the average (Jensen's inequality).
+#
+# Here the first step wins. On other data the second can.
 
 # %% [markdown]
 # `ec.plot_report` draws the top two layers and the spread of the bottom one. On the left are the
-# per-eval normalised values with the aggregate as a dashed line. On the right is every example's
-# normalised score:
+# per-eval normalised values, with the aggregate dashed. Each bar's label gives the eval's raw value
+# and raw interval. On the right is every example's normalised score:
 
 # %%
 fig = ec.plot_report(report)
@@ -434,7 +507,8 @@ plt.show()
 # %% [markdown]
 # ## 4. Weights are a product decision
 #
-# Now both models, each under the default weights:
+# For these two models the weights decide the margin, not the winner. Here are both models under the
+# default weights:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -460,8 +534,8 @@ plt.show()
 # %% [markdown]
 # The default weights (`perplexity` 0.2, `exact_match` 0.3, `token_f1` 0.3, `judge` 0.2) say that
 # answering questions matters most. A team building a text-completion model might care mostly about
-# perplexity. Would that change the verdict? Let's **sweep the perplexity weight** `w` from 0 to 1.
-# The other three evals share `1 - w` in their default proportions.
+# perplexity. Would that change the verdict? Let's **sweep the perplexity weight** `w` from 0 to 1,
+# with the other three evals sharing `1 - w` in their default proportions.
 
 # %% tags=["live"]
 # Weight sweep: weights_with(name, w) gives eval `name` weight w, the other three share 1 - w; defines: base, weights_with, ws, sweep
@@ -485,9 +559,9 @@ sweep.iloc[::20].round(4).rename_axis("perplexity weight")
 # %% [markdown]
 # The shipped model stays ahead at every `w`. Its margin shrinks as perplexity gains weight, because
 # on the normalised scale the perplexity gap is the smallest of the four (0.337 against 0.271: the
-# flat curve of section 2 at work). Each aggregate is a weighted sum, so it is a straight line in
-# `w`. The gap between the two models is a straight line too, and we can solve exactly for where it
-# would reach zero:
+# flat curve of section 2).
+# Each aggregate is a weighted sum, so it is a straight line in `w`. So is the gap between the two
+# models, and we can solve exactly for where it would reach zero:
 
 # %%
 gap = sweep["shipped"] - sweep["early"]
@@ -514,29 +588,37 @@ ax.legend(loc="upper center", ncol=2)
 plt.show()
 
 # %% [markdown]
-# The margin falls from about 0.24 to about 0.07, and the line would only reach zero at a weight of
-# about 1.37, which no one can choose. The reason is general. The shipped model's normalised value is
-# higher on every eval, and a weighted average (with weights that are not negative) of numbers that
-# are each higher is higher: the shipped model **dominates** the early one, and no weights can
-# reverse that. Weights can only reorder models that trade off, each ahead on at least one eval.
-# Then the gap has opposite signs at the two ends, and its zero, `w = gap(0) / (gap(0) - gap(1))`,
-# falls inside [0, 1]: the weight at which the ranking flips.
+# The margin falls from about 0.24 to about 0.07. The line would only reach zero at a weight of about
+# 1.37, which no one can choose.
 #
-# So for these two checkpoints the weights decide the margin, not the winner. The margin still
-# matters, since it is what a CI gate or a dashboard compares, and between models that trade off
-# the weights decide the winner too. Treat them like any other product decision:
+# The reason is general. The shipped model's normalised value is higher on every eval, and a
+# weighted average (with no negative weight) of numbers that are each higher is higher. The shipped
+# model **dominates** the early one: no weights can reverse that.
+#
+# Weights can reorder only models that trade off, each ahead on at least one eval. Even then, one
+# sweep like ours may not flip them. It flips the ranking only if the gap has opposite signs at its
+# two ends. At w = 1 the gap is the swept eval's alone, and at w = 0 the other three's, in their
+# default proportions. So the model ahead on the swept eval must be behind on those three together.
+# The line's zero, `w = gap(0) / (gap(0) - gap(1))`, then falls inside [0, 1]: the weight at which
+# the ranking flips.
+#
+# The margin still matters, since it is what a CI gate or a dashboard compares. Between models that
+# trade off, the weights can decide the winner too. Treat them like any other product decision:
 #
 # - write them down and version them (they go into the JSON report, as we'll see);
 # - compare two aggregates only if they used the same weights;
 # - show the per-eval layer next to the aggregate. A single number can't tell you whether one model
 #   wins everything or wins some evals and loses others.
+#
+# **How sure are we?** The sweep's margins are single numbers with no interval. Only the margin at
+# the default weights has one (section 1). And these two models do not trade off.
 
 # %% [markdown]
 # ## 5. When only some evals ran
 #
 # The judge is often the slow or expensive eval, and a quick CI job may skip it. `ec.aggregate`
-# accepts any subset of the evals. It **renormalises** the weights of the evals that are present so
-# they sum to 1, keeping their ratios. Let's aggregate two results only, perplexity and exact match:
+# accepts any subset of the evals. It **renormalises** the weights of the evals present so they sum
+# to 1, keeping their ratios. Let's aggregate perplexity and exact match only:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -553,14 +635,15 @@ assert abs(partial.weights["perplexity"] - expected) < 1e-12
 
 
 # %% [markdown]
-# The weights 0.2 and 0.3 became 0.4 and 0.6. The partial aggregate (0.315) answers a **different
-# question** from the four-eval one (0.325). The two happen to be close for this model; for another
-# they need not be, and comparing them would be comparing different things. Before you compare
-# scores, check that `report.weights` has the same keys in both.
+# A partial aggregate answers a **different question** from the four-eval one. Before you compare
+# scores, check that `report.weights` has the same keys in both. Here the weights 0.2 and 0.3 became
+# 0.4 and 0.6, and the partial aggregate is 0.315 against 0.325 for all four. The two happen to be
+# close for this model, but for another they need not be.
 #
-# Renormalising is convenient, and that is also what makes it risky. A dropped eval doesn't break
-# the aggregate: it quietly shifts weight onto the others. So `ec.aggregate` refuses three
-# mistakes that would otherwise change the average without a word, and raises a `ValueError` for each:
+# Renormalising is convenient, and that is what makes it risky: a dropped eval quietly shifts its
+# weight onto the others. So `ec.aggregate` raises a `ValueError` for three mistakes that would
+# otherwise change the average without a word. (The messages also list `calibration`, `humaneval`
+# and `robustness`: evals that later lessons add.)
 
 # %%
 def error_of(call):
@@ -587,20 +670,22 @@ assert "no weight given" in errors["eval with no weight"] and "'judge'" in error
 assert "more than once" in errors["duplicate result"] and "exact_match" in errors["duplicate result"]
 
 # %% [markdown]
-# Without these checks, each mistake would still produce a plausible score. A typo'd weight name
-# would leave perplexity without a weight. An eval missing from the weights would simply vanish from
-# the average. A result passed twice would count double. In every case you would get a wrong number
-# and no warning.
+# Without these checks, each mistake would give a plausible score, wrong and with no warning:
+#
+# - a typo'd weight name would leave perplexity without a weight;
+# - an eval missing from the weights would vanish from the average;
+# - a result passed twice would count double.
 
 # %% [markdown]
 # ## 6. The JSON written for CI
 #
-# `report.to_json(path)` writes the whole report for dashboards and CI gates to read. We write it to a
-# temporary folder and read it back. Its top-level keys form a stable schema: a reader can count on
-# them, and `schema_version` changes if they ever do. It is now 3: version 2 added the aggregate's
-# interval (`aggregate_ci95`) and a `ci95` for every eval; version 3 resamples facts for the
-# aggregate's interval, a different interval under the same key, so it also says how it was made
-# (`aggregate_ci_method`), and each example record carries its `"fact"`.
+# `report.to_json(path)` writes the whole report for dashboards and CI gates. Its top-level keys
+# form a stable schema, and `schema_version` changes if they ever do. It is now 3:
+#
+# - version 2 added the aggregate's interval (`aggregate_ci95`) and a `ci95` for every eval;
+# - version 3 resamples facts for the aggregate's interval, a different interval under the same key.
+#   So the file also says how it was made (`aggregate_ci_method`), and each example record carries
+#   its `"fact"`.
 
 # %%
 out_dir = Path(tempfile.mkdtemp(prefix="lesson05_"))
@@ -632,8 +717,9 @@ assert data["evals"]["judge"]["n"] == len(fx["judge"]), f"expected {len(fx['judg
 
 # %% [markdown]
 # **Strict JSON.** Python's `json.dumps` writes `float("nan")` as a bare `NaN`. The JSON standard has
-# no such value, and strict parsers (JavaScript's `JSON.parse`, Go's `encoding/json`, and so many web dashboards)
-# reject the whole file. Here is the problem in Python itself, with a parser told to refuse non-standard constants:
+# no such value. Strict parsers (JavaScript's `JSON.parse`, Go's `encoding/json`, and so many web
+# dashboards) reject the whole file. Here is the problem in Python, with a parser told to refuse
+# non-standard constants:
 
 # %% tags=["live"]
 # Loose JSON: json.dumps writes NaN bare, and a parser that refuses non-standard constants rejects it; defines: refuse_constant
@@ -646,8 +732,8 @@ print(loose, "->", error_of(lambda: json.loads(loose, parse_constant=refuse_cons
 
 
 # %% [markdown]
-# NaNs do turn up in real extras. As an example, let's record in the judge eval's `extras` how well
-# the judge agrees with exact match: the correlation between each answer's judge score and its EM
+# NaNs do turn up in real extras. Let's record in the judge eval's `extras` how well the judge
+# agrees with exact match: the correlation between each answer's judge score and its EM
 # verdict. For the early model, EM is 0 on every answer. The correlation of a constant is undefined,
 # so the statistic is NaN.
 
@@ -676,52 +762,58 @@ assert "NaN" not in early_path.read_text(encoding="utf-8")
 
 
 # %% [markdown]
-# `to_json` turned the NaN into `null` (and would do the same with an infinity), so the file
-# parsed strictly. A CI job can now read `data["aggregate"]` and compare it with a threshold. Before
-# comparing, it should check that `data["weights"]` matches the weights it expects. It should also
-# read `data["aggregate_ci95"]`: here it spans 0.2370 to 0.4131, so a gate that fails on a drop of
-# 0.01 would mostly be gating on which examples were drawn. A drop is worth acting on when a paired
-# comparison of the two models on the same examples, as in section 1, puts its whole interval below 0.
+# `to_json` turned the NaN into `null` (as it would an infinity), so the file parsed strictly. A CI
+# job can now compare `data["aggregate"]` with a threshold, after checking that `data["weights"]`
+# holds the weights it expects.
+#
+# **How sure are we?**
+#
+# - A gate's **tolerance** is the drop it lets pass before it fails. The job should also read
+#   `data["aggregate_ci95"]`: here it spans 0.2370 to 0.4131. That is how far this one score could
+#   move on another draw of facts. So a drop of 0.01 on these fixtures says little about questions
+#   beyond them.
+# - A drop is worth acting on when a paired comparison of the two models on the same examples, as in
+#   section 1, puts its whole interval below 0.
 
 # %% [markdown]
 # ## Summary
 #
-# - `ec.normalise_metric` puts every eval on 0-1, higher is better: `1 / (1 + ln ppl)`, EM and F1
-#   unchanged, `judge / 5`. Perplexity below 1 is clipped to 1.0, and NaN scores 0. The judge's floor
-#   is 0.2, and a uniform guesser still earns 0.15 on perplexity.
-# - A `FinalReport` has three layers: `report.score` (with `report.ci95`, here 0.2370 to 0.4131);
-#   `report.table()`, `report.normalised()` and `report.weights`; and `report.to_frame()`. The
-#   aggregate is exactly the sum of weight × normalised value. Averaging per-text normalised
-#   perplexities does **not** give back the corpus value.
-# - The four fixtures ask about the same 24 facts (and one text about many), so the aggregate's
-#   interval resamples **facts** jointly across the evals. That widens it by about 17%, from 0.2508
-#   to 0.4010 with each eval resampled on its own; the independent interval was too narrow.
-# - The under-trained checkpoint (100 steps) is behind the shipped one (600 steps) on every eval, and
-#   paired on the same examples (`ec.paired_difference`) every difference's 95% interval excludes 0:
-#   perplexity 7.601 lower (4.974 to 8.543), exact match +0.3 (Newcombe's paired score interval
-#   0.077 to 0.519; six rescued, none broken, McNemar p 0.03125), token F1 +0.2376 (0.1319 to
-#   0.3486), judge +0.85 (0.4 to 1.35). On 0/1 scores the percentile bootstrap (here 0.1 to 0.5) is
-#   too sure of a 6-0 split; `paired_difference` uses Newcombe's interval and names it in
-#   `ci_method`. On the aggregate, `ec.paired_aggregate_difference` gives +0.2085 (0.1228 to
-#   0.2932, facts resampled). The size of each gain is known only to within those intervals. Under the default weights the shipped model wins, 0.325 to 0.116,
-#   and no perplexity weight changes that: a model ahead on every eval dominates, and the weights
-#   only move the margin (0.24 at perplexity weight 0, 0.07 at weight 1). Weights can flip a ranking only between
-#   models that trade off. Either way they are a product decision: version them and show them next
-#   to the score.
-# - With only some evals present, the weights are renormalised over those evals. Such a score answers
-#   a different question, so only compare reports whose weights have the same keys. A typo'd weight
-#   name, an eval with no weight and a duplicate result each raise a `ValueError` instead of being
-#   dropped silently.
-# - `report.to_json` writes strict JSON with stable top-level keys (`schema_version`, now 3,
-#   `aggregate`, `aggregate_ci95`, `aggregate_ci_method`, `weights`, `evals`, `meta`), with a
-#   `ci95` for every eval; any NaN or infinity becomes `null`.
+# **What this lesson established**
 #
-# **Not established here.** That the shipped model is better on questions unlike these fixtures, or
-# by how much beyond the intervals above. The facts themselves were chosen by one author from what
-# TinyGPT was trained on; resampling them says how much the result depends on which of these facts
-# were asked, not how it would do on facts chosen another way. The weight sweep gives point margins only, with no interval
-# at weights other than the default. And nothing here shows how weights behave between models that
-# trade off: these two do not.
+# - `ec.normalise_metric` puts every eval on 0-1, higher is better. Perplexity below 1 is clipped to
+#   1.0, and NaN scores 0. The judge's floor is 0.2, and a uniform guesser still earns 0.15 on
+#   perplexity.
+# - A `FinalReport` has three layers: the aggregate (`report.score`, with `report.ci95`, here 0.2370
+#   to 0.4131), per eval, and per example. The aggregate is exactly the sum of weight × normalised
+#   value. Averaging per-text normalised perplexities does **not** give back the corpus value.
+# - The four fixtures share 24 facts (and one text about many), so the aggregate's interval resamples
+#   **facts** jointly across the evals. That widens it by about 17% (against 0.2508 to 0.4010 for each
+#   eval on its own): the independent interval was too narrow.
+# - The under-trained checkpoint (100 steps) is behind the shipped one (600 steps) on every eval.
+#   Every paired difference's 95% interval excludes 0 (the `all_diffs` table at the end of section
+#   1). On the aggregate the gain is +0.2085 (0.1228 to 0.2932, facts resampled). Each gain's size
+#   is known only to within its interval.
+# - On exact match the gain is +0.3: six rescued, none broken, McNemar p 0.03125, Newcombe's paired
+#   score interval 0.077 to 0.519. The percentile bootstrap (here 0.1 to 0.5) is too sure of a 6-0
+#   split. So `paired_difference` uses Newcombe's interval for 0/1 scores and names it in `ci_method`.
+# - Under the default weights the shipped model wins, 0.325 to 0.116. It dominates, so no perplexity
+#   weight changes that: the weights only move the margin (0.24 at perplexity weight 0, 0.07 at
+#   weight 1). Weights can flip a ranking only between models that trade off. Either way they are a
+#   product decision: version them and show them next to the score.
+# - With only some evals present, the weights are renormalised over them. Such a score answers a
+#   different question, so compare only reports whose weights have the same keys. A typo'd weight
+#   name, an eval with no weight and a duplicate result each raise a `ValueError`.
+# - `report.to_json` writes strict JSON: stable top-level keys (`schema_version` 3), a `ci95` for
+#   every eval, and `null` for any NaN or infinity.
+#
+# **What it did not**
+#
+# - That the shipped model is better on questions unlike these fixtures, or by how much, more
+#   precisely than the intervals above.
+# - How it would do on facts chosen another way. One author chose the facts from what TinyGPT was
+#   trained on. Resampling them says how much the result depends on which of these facts were asked.
+# - Any interval on the margin away from the default weights, or how weights behave between models
+#   that trade off (these two do not).
 
 # %% [markdown]
 # ## Exercises
@@ -732,10 +824,10 @@ assert "NaN" not in early_path.read_text(encoding="utf-8")
 # %% [markdown]
 # ### Exercise 1: Sweep the judge weight instead
 #
-# Give the judge weight `w` and let the other three evals share `1 - w` in their default
-# proportions. Store the shipped model's margin (its aggregate minus the early model's) at `w = 0`
-# and at `w = 1` in `judge_gap_ends`, a pair in that order. Store in `judge_can_flip` whether any
-# judge weight in [0, 1] ranks the early model first.
+# Give the judge weight `w`, with the other three evals sharing `1 - w` in their default proportions.
+# Store the shipped model's margin (its aggregate minus the early model's) at `w = 0` and `w = 1` in
+# `judge_gap_ends`, in that order. Store in `judge_can_flip` whether any judge weight in [0, 1] ranks
+# the early model first.
 #
 # *Hint:* `weights_with` from section 4 takes any eval's name. The gap is still a straight line in
 # `w`, so its two ends settle the question. Recall the dominance argument of section 4.
@@ -757,11 +849,10 @@ assert judge_can_flip in (True, False) and not judge_can_flip, f"expected a bool
 print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
-# The margin falls from 0.218 with no judge weight to 0.17 with all of it, and stays positive
-# throughout, so no judge weight flips the ranking. This is the dominance argument again: the shipped
-# model is ahead on every eval, so every weighting puts it first. The margin at `w = 0` is the
-# renormalised aggregate of section 5 over the other three evals, and at `w = 1` it is the gap in
-# `both.loc["judge"]`.
+# The margin falls from 0.218 with no judge weight to 0.17 with all of it. It stays positive, so no
+# judge weight flips the ranking. This is the dominance argument again: the shipped model is ahead on
+# every eval. The margin at `w = 0` is the renormalised aggregate of section 5 over the other three
+# evals, and at `w = 1` the gap in `both.loc["judge"]`.
 
 # %% [markdown]
 # ### Exercise 2: Move the judge's floor
@@ -793,11 +884,11 @@ assert margin_grows == (floor_scores["shipped"] - floor_scores["early"] > report
 print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
-# Both aggregates fall, since `(s - 1) / 4` is below `s / 5` for every score under 5: the shipped
-# model's from 0.325 to 0.294, the early model's from 0.116 to 0.077. The early model
-# falls further, because its judge scores are lower and the new rule takes most from low scores, so
-# the margin grows, from 0.209 to 0.217. The floor of 0.2 was a gift to weak models. Where the
-# scale starts is a design choice of the same kind as the weights.
+# Both aggregates fall, since `(s - 1) / 4` is below `s / 5` for every score under 5. The shipped
+# model's falls from 0.325 to 0.294, the early model's from 0.116 to 0.077. The early model falls
+# further, because its judge scores are lower and the new rule takes most from low scores. So the
+# margin grows, from 0.209 to 0.217. The floor of 0.2 was a gift to weak models. Where the scale
+# starts is a design choice of the same kind as the weights.
 
 # %% [markdown]
 # ### Exercise 3: A CI gate
@@ -832,11 +923,10 @@ print("Exercise 3: check passed.")
 # %% [markdown]
 # ### Exercise 4: Per-text or corpus?
 #
-# Section 3 showed that the mean of the normalised per-text perplexities (0.327) differs from the
-# normalised corpus perplexity (0.337). Which texts pull the two apart? Store in `heaviest` the
-# index of the text with the most tokens. Then, over the other texts only, store the normalised
-# corpus perplexity in `corpus_without` and the mean of the per-text normalised scores in
-# `mean_without`. Compare the two pairs.
+# Section 3 found the mean of the normalised per-text perplexities (0.327) below the normalised corpus
+# perplexity (0.337). Which texts pull the two apart? Store in `heaviest` the index of the text with
+# the most tokens. Over the other texts only, store the normalised corpus perplexity in
+# `corpus_without` and the mean per-text normalised score in `mean_without`. Compare the two pairs.
 #
 # *Hint:* sort `ppl_rows` (section 3) by `n_tokens` and by `score`. The corpus value weights each
 # text by its token count: it is `1 / (1 + x)`, where `x` is the token-weighted mean of `ln ppl`.
@@ -863,8 +953,8 @@ print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
 # One text does most of the pulling. Text 19 holds 42% of the tokens and is one of the easier ones
-# (perplexity 5.8), so it lifts the corpus value well above what an equal weighting of the texts
-# gives. Without it, the corpus value drops from 0.337 to 0.321 and the mean of per-text scores
-# only from 0.327 to 0.325. The order even reverses: with the texts' token counts closer to equal,
-# the convexity step of section 3 (Jensen's inequality) wins. The short, hard texts ("Owls hoot.",
+# (perplexity 5.8), so it lifts the corpus value well above an equal weighting of the texts. Without
+# it, the corpus value drops from 0.337 to 0.321, and the mean of per-text scores only from 0.327 to
+# 0.325. The order even reverses. With the texts' token counts closer to equal, the
+# convexity step of section 3 (Jensen's inequality) wins. The short, hard texts ("Owls hoot.",
 # perplexity 45) move the per-text mean but barely touch the corpus value.

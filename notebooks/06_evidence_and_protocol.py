@@ -17,33 +17,30 @@
 #
 # A school information service answers learners' questions from approved notices. Its job is narrow:
 # return **exactly one time** such as `15:30`, or `unknown` when the notice does not settle the
-# question. That contract is easy to state and easy to check, which makes it a good place to practise
-# the part of evaluation that is not a formula: deciding what counts as success *before* looking at
-# the answers, keeping the evidence that decided it, and reporting only what the evidence supports.
+# question. That contract is easy to state and check, so it is a good place to practise the part of
+# evaluation that is not a formula. We decide what counts as success *before* looking at the
+# answers, keep the evidence that decided it, and report only what it supports.
 #
 # **What you will learn**
 #
-# - to tell four measurements apart (prediction loss, exact task success, source support, human
-#   judgement) and say what each one cannot establish on its own;
-# - to compute a reference loss in bits under teacher forcing, token by token, including the edge
-#   cases (probability 1 costs 0 bits, probability 0 costs infinity, an empty reference has nothing to
-#   average, a rule has no loss at all);
-# - what a wrapper (a post-processor between the model and the scorer) can fix and what it can break,
-#   and why it never changes the model's loss;
-# - to build a rubric with weights and mandatory gates, and see a fluent wrong answer pass without them;
-# - to read rater disagreement with Cohen's kappa and a confusion table, sharpen a criterion
-#   instead of averaging the disagreement away, and see why agreement measured on the items the
-#   criterion was written from (this lesson's **in-sample trap**) is not evidence that it works;
-# - to freeze a protocol (candidate, rubric, clarity reading, threshold, case list) in an append-only
-#   log before revealing the reserved cases, and to report rates as k/n with an interval: Wilson when
-#   cases are independent, a cluster bootstrap over notices when questions share a notice, ending in
-#   an accept / restrict / reject brief; and why "every question on a notice right" is a different
-#   metric that cannot be held to a per-question target;
-# - why a bootstrap interval for kappa on 14 items cannot be trusted, and what would make it so;
-# - to check that every part of a protocol can actually change its decision.
+# - four measurements (prediction loss, exact task success, source support, human judgement), and
+#   what each cannot establish alone;
+# - to compute a reference loss in bits, token by token, with its edge cases;
+# - what a wrapper can fix and break, and why it never changes the model's loss;
+# - rubric weights and mandatory gates, and a fluent wrong answer that passes without them;
+# - to read rater disagreement with Cohen's kappa, sharpen a criterion instead of averaging, and
+#   avoid the **in-sample trap**;
+# - to freeze a protocol, its target included, in an append-only log before the reserved cases are
+#   revealed;
+# - to report rates as k/n with an interval, ending in an accept / restrict / reject brief;
+# - why "every question on a notice right" is a different metric from the per-question rate;
+# - to check that every part of a protocol can actually change its decision;
+# - in "Going further": a cluster bootstrap over notices, and why a bootstrap interval for kappa on
+#   14 items cannot be trusted.
 #
-# **Time needed:** about 115 minutes. **Builds on:** lesson 01 (next-token loss), lesson 02 (exact match and
-# normalisation), lesson 04 (judges) and lesson 05 (weights are a product decision).
+# **Time needed:** about 90 minutes. **Going further:** about 30 minutes more.
+# **Builds on:** lessons 01 (loss, the bootstrap), 02 (exact match, the Wilson interval), 04
+# (judges, rubrics) and 05 (weights are a product decision).
 
 # %%
 import json
@@ -66,12 +63,12 @@ pd.set_option("display.max_colwidth", 70)
 #
 # `data/notices.json` holds eight invented notices (clubs, buses, exams, library hours) and fourteen
 # questions on them. Each case has an id, a **source group** (the notice it comes from), the
-# question, a reference (`HH:MM` or `unknown`) and a split. The model's answers come from a
-# **recording**, `data/recording_06.json`: greedy completions of the shipped TinyGPT for every case,
-# made once by `python evalcore.py record`. `ec.load_recording` refuses a recording whose checkpoint
-# or notices file has changed since, so the recorded *answers* cannot drift when torch does. The
-# reference losses in section 2 are different: they are computed live from the model, so a new torch
-# version or machine can move them in the last digits (the checked prints round them).
+# question, a reference (`HH:MM` or `unknown`) and a split.
+#
+# The model's answers come from a **recording**, `data/recording_06.json`. It holds the shipped
+# TinyGPT's greedy completions (always the most likely next token, lesson 04) for every case, made
+# once by `python evalcore.py record`. `ec.load_recording` refuses a recording whose checkpoint or
+# notices file has changed since. So the recorded *answers* cannot drift when torch does.
 
 # %%
 task = ec.load_notices()  # raises if a notice's questions sit in both splits
@@ -94,14 +91,14 @@ print("prompt template:", repr(rec["decoding"]["prompt"]))
 # Two decisions come before any output is read.
 #
 # **The contract.** A delivered answer succeeds when, after trimming spaces, it is exactly one
-# `HH:MM` time or the word `unknown`, *and* that value equals the reference. A polite sentence that
-# contains the right time still fails: the software reading the answer expects a single value it
-# can parse.
+# `HH:MM` time or the word `unknown`, *and* that value equals the reference. A polite sentence with
+# the right time still fails: the software reading the answer expects a single value.
 #
 # **The split.** *Development* cases are open to us: we read them while building and tuning a
-# system. *Reserved* cases are locked away before we settle on one, and stay unread until then. Questions on the same notice share one source,
-# so they are one piece of evidence, not two: the split is made by source group, and
-# `ec.check_split` refuses a notice that crosses it. Only the development questions are shown now.
+# system. *Reserved* cases are locked away before we settle on one, and stay unread until then.
+# Questions on one notice share a source, so they are one piece of evidence, not two. The split is
+# therefore made by source group, and `ec.check_split` refuses a notice that crosses it. Only the
+# development questions are shown now.
 
 # %%
 dev = [c for c in task["cases"] if c["split"] == "development"]
@@ -134,25 +131,26 @@ assert ec.task_success(" 16:15 ", "16:15") and not ec.task_success("Chess is at 
 #
 # | measurement | what it checks | its blind spot when used alone |
 # | --- | --- | --- |
-# | prediction loss | how surprised the model is, token by token, by the correct answer | whether the text the service actually returns is usable |
-# | exact task success | whether the returned value is precisely the reference time or `unknown` | helpfulness beyond this narrow contract, and safety |
-# | source support | whether the approved notice backs each claim the answer makes | whether anything is missing, whether the shape is right, and facts the notice does not cover |
+# | prediction loss | how surprised the model is by the correct answer, token by token | whether the returned text is usable |
+# | exact task success | whether the returned value is exactly the reference time or `unknown` | helpfulness beyond this narrow contract, and safety |
+# | source support | whether the approved notice backs each claim in the answer | what is missing, the shape, facts the notice does not cover |
 # | human judgement | whether a person following a written rubric finds the answer clear and fitting | correctness: raters can agree and still be wrong |
-#
-# The rest of the lesson measures all four on the same cases.
 
 # %% [markdown]
 # ## 2. Reference loss, made inspectable
 #
-# The loss of a reference answer asks: if we feed the model the prompt and then the *correct*
-# reference one token at a time (**teacher forcing**: the model always sees the true earlier tokens,
-# never its own guesses), what probability $p_i$ does it give each correct token? The surprise of a
-# token is $-\log_2 p_i$ bits, and the reference loss is the mean over its $N$ tokens:
+# **The loss shows what the model expects, not what the service delivers.** TinyGPT never saw a
+# notice or a clock time in training, and its loss on the correct times shows it.
+#
+# We feed the model the prompt and then the *correct* reference, one token at a time. This is
+# **teacher forcing**: the model always sees the true earlier tokens, never its own guesses. A
+# correct token given probability $p_i$ costs a surprise of $-\log_2 p_i$ bits. The reference loss
+# is the mean over the reference's $N$ tokens:
 #
 # $$L = \frac{1}{N}\sum_{i=1}^{N} -\log_2 p_i .$$
 #
-# In words: the average surprise per reference token.
-# A token the model was sure of costs nothing; one it ruled out costs infinitely much.
+# A token the model was sure of costs nothing. One it ruled out costs infinitely much: evalcore
+# keeps that as `inf`, written to JSON as `null` plus a flag.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -164,10 +162,14 @@ print("mean over an empty reference:", ec.mean_bits([]))
 assert half_then_quarter == 1.5 and ec.mean_bits([]) is None  # no tokens: no mean, not 0
 
 # %% [markdown]
-# An empty reference gives `None`: there is nothing to average, and writing 0 would claim a perfect
-# prediction. Now the real model. `ec.reference_loss` runs TinyGPT once over prompt + reference and
-# reads off the probability of each reference byte. The model is deterministic, so the notebook may
-# use it here; the *answers* still come from the recording.
+# An empty reference gives `None`: there is nothing to average, and 0 would claim a perfect
+# prediction.
+#
+# Now the real model. `ec.reference_loss` runs TinyGPT once over prompt + reference and reads off
+# the probability of each reference byte. TinyGPT's tokens are single bytes, so its bits per token
+# are also **bits per byte**. The model is deterministic, so the notebook may run it for the loss.
+# The *answers* still come from the recording: a tiny numeric change can flip which token is most
+# likely, and a greedy answer then differs from there on.
 
 # %% tags=["live"]
 # Reference loss by hand: build the prompt, then ec.reference_loss(model, tok, prompt, reference); defines: model, tok, case, prompt, loss
@@ -179,8 +181,7 @@ pd.DataFrame({"token": loss.tokens, "probability": [f"{p:.3g}" for p in loss.pro
               "bits": [round(b, 3) for b in loss.bits]})
 
 # %% [markdown]
-# For contrast, the same calculation on a question about a fact TinyGPT *was* trained on. The bar chart puts the
-# two references side by side; note the logarithmic probability axis.
+# For contrast, a fact TinyGPT *was* trained on, side by side. Note the logarithmic axis.
 
 # %%
 known = ec.reference_loss(model, tok, "What is the capital of France?", "Paris")
@@ -209,13 +210,9 @@ assert min(loss.bits) > 4 and known.mean_bits < 0.1, (loss.bits, known.mean_bits
 
 
 # %% [markdown]
-# The model never saw a notice or a clock time in training, and it shows: every byte of `16:15`
-# costs it more than four bits, the second `1` more than twenty (a probability below one in five
-# million), and the mean is about eleven bits per byte, against a few hundredths of a bit per byte
-# for `Paris`. The loss is a fine diagnostic of what the model expects. It says nothing yet about
-# what the service *delivers*.
-#
-# The loss of every development reference, with its length:
+# Every byte of `16:15` costs the model more than four bits, and the second `1` more than twenty (a
+# probability below one in five million). The mean is about eleven bits per byte, against a few
+# hundredths of a bit for `Paris`. The loss of every development reference, with its length:
 
 # %%
 def case_prompt(c):
@@ -229,31 +226,6 @@ loss_table = pd.DataFrame([{"id": i, "reference": "".join(l.tokens), "tokens": l
 loss_table
 
 # %% [markdown]
-# A time is five bytes and `unknown` is seven, so a mean over *all tokens* of all cases gives the
-# `unknown` cases more say than the time cases, while task success gives every case one vote. Here
-# that choice moves the figure, because the two kinds of reference cost the model different amounts:
-
-# %%
-# NBVAL_CHECK_OUTPUT
-kinds = {"time": [l for c, l in zip(dev, dev_loss.values()) if c["reference"] != ec.UNKNOWN],
-         "unknown": [l for c, l in zip(dev, dev_loss.values()) if c["reference"] == ec.UNKNOWN]}
-for kind, ls in kinds.items():
-    print(f"{kind:<8} references: {len(ls)}, {min(l.mean_bits for l in ls):.4g} to "
-          f"{max(l.mean_bits for l in ls):.4g} bits per token")
-per_case = sum(l.mean_bits for l in dev_loss.values()) / len(dev_loss)
-pooled = sum(sum(l.bits) for l in dev_loss.values()) / sum(len(l.bits) for l in dev_loss.values())
-print(f"mean over cases {per_case:.4g} bits | mean over all tokens {pooled:.4g} bits")
-assert max(l.mean_bits for l in kinds["unknown"]) < min(l.mean_bits for l in kinds["time"])
-assert pooled < per_case  # pooling gives the longer, cheaper 'unknown' references more weight
-
-# %% [markdown]
-# Every `unknown` costs the model less per byte than every clock time, so pooling the tokens, which
-# counts each `unknown` seven times and each time five, pulls the figure down from 10.67 to 10.33
-# bits. Neither average is wrong, but two loss figures are comparable only if they were computed the
-# same way: the same tokenizer, the same reference strings, the same choice of which tokens count
-# (here: the answer bytes, without an end marker) and the same averaging. A "bit" here measures
-# surprise; it says nothing about the size of a file.
-#
 # A rule-based system has no probability distribution over tokens at all, so it has no loss. The
 # tempting shortcut is to write 0:
 
@@ -265,18 +237,34 @@ print("buggy:", buggy_rule_bits, "| evalcore:", repr(rule_loss.mean_bits))
 assert rule_loss.mean_bits == ec.NOT_APPLICABLE and rule_loss.mean_bits != 0
 
 # %% [markdown]
+# **How sure are we?**
+#
+# - These losses are computed live, unlike the recorded answers: a new torch version or machine can
+#   move their last digits (the checked prints round them).
+# - Two loss figures are comparable only if computed the same way: the same tokenizer, reference
+#   strings, tokens counted (here the answer bytes, with no token marking the end) and averaging
+#   (Going further A).
+# - A "bit" here measures surprise, not the size of a file.
+
+# %% [markdown]
 # ## 3. Raw output, a wrapper, and a rule
+#
+# **TinyGPT succeeds on none of the nine development cases, raw or wrapped. A rule that reads the
+# notice succeeds on all nine.** A wrapper can repair an answer's shape, and it can also turn a true
+# answer into a wrong one.
 #
 # A **wrapper** sits between the model and the scorer and post-processes the raw text. evalcore has
 # three, each a function `(response, notice, question) -> delivered answer`:
 #
-# - `ec.wrap_raw`: deliver the response as it is;
-# - `ec.wrap_first_time`: deliver the first time found in the response (or `unknown` if it says so);
-# - `ec.wrap_source_rule`: ignore the model; find the first clause of the notice that names the day
-#   asked about and take its time (its last time when the question asks about closing). Easy to
-#   read, and built to do well on the way these notices are written.
+# - `ec.wrap_raw` delivers the response as it is.
+# - `ec.wrap_first_time` delivers its first time (or `unknown` if it says so).
+# - `ec.wrap_source_rule` ignores the model. It takes the time of the first notice clause naming the
+#   day asked about (for a closing time, the clause's last time, as in `08:00-18:00`). Easy to read,
+#   it is built to do well on the way these notices are written.
 #
-# Here is each one on TinyGPT's recorded answers for the development cases.
+# Each one on TinyGPT's recorded answers to the development cases (rates with Wilson intervals,
+# lesson 02):
+
 
 # %%
 rows = []
@@ -300,15 +288,13 @@ assert outcomes["source_rule ok"].all()
 assert not any(re.search(r"\d\d:\d\d", r) for r in outcomes["TinyGPT said"])  # no time at all
 
 # %% [markdown]
-# TinyGPT's completions are babble: a 0.86M-parameter model trained on 170 short statements and
-# question-answer pairs about capitals, animals and basic science knows nothing about notices: it
-# repeats one letter, then a few fragments such as "does". There is no time in them to extract, so
-# the first-time wrapper cannot help. The rule reads the notice itself and gets all nine. That is an
-# honest result, and it is also a warning: nine cases from five notices, all written by the same
-# person in the same few templates, are a narrow test.
+# TinyGPT's completions are babble. This 0.86M-parameter model was trained on 170 short statements
+# and question-answer pairs about capitals, animals and basic science. It knows nothing about
+# notices: it repeats one letter, then fragments such as "does". With no time to extract, the
+# first-time wrapper cannot help. The rule reads the notice itself and gets all nine.
 #
-# **The wrapper did not change the model.** Its loss is computed from the model and the reference
-# alone, so the raw and wrapped candidates have the same loss by construction; the rule has none.
+# **The wrapper did not change the model.** The loss depends only on the model and the reference, so
+# raw and wrapped have the same loss by construction; the rule has none.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -322,12 +308,14 @@ bits = candidates["mean reference bits"]
 assert bits[0] == bits[1] and bits[2] == ec.NOT_APPLICABLE  # same model, same loss; a rule has none
 
 # %% [markdown]
-# To see a wrapper fix and break something we need answers that contain times. TinyGPT produces none,
-# so we use fourteen **authored** responses, written for this lesson as illustrative answers to
-# development cases (they are also what the raters read in section 5). One of them, `x12`, is babble
-# copied from an earlier recording, made with a TinyGPT checkpoint that has since been retrained (the
-# shipped model's answer to that case is different babble, checked below); the other thirteen were
-# written by hand and come from no model. Two of them:
+# To see a wrapper fix and break something, we need answers that contain times. So we use fourteen
+# **authored** responses: illustrative answers to development cases, written for this lesson (the
+# raters read them in section 5).
+#
+# Each line below also prints **source support**, computed by `ec.source_support`. It is 1 when
+# every time the answer names is in the notice and the reference time is among them. For an
+# `unknown` reference, the answer must instead say that the time is not available. Two of the
+# fourteen:
 
 # %%
 examples = {ex["id"]: ex for ex in raters["examples"]}
@@ -362,20 +350,29 @@ wrapped_support = ec.source_support("09:00", notices["exams"], "13:30")
 assert wrapped_support == 0, f"expected 09:00 unsupported, got {wrapped_support}"  # ...false once wrapped
 
 # %% [markdown]
-# `x02` had the right time followed by a question, so the raw text fails the contract and the
-# wrapper repairs it. `x03` mentions Monday's maths exam before Tuesday's science exam: as written,
-# every claim in it is true (it merely fails the format), but the wrapper keeps the first time and
-# delivers `09:00`, a confident wrong answer. A post-processor belongs to the system being evaluated,
-# so it is tested at the task level like any other part (see `tests/test_evidence.py`, which tests each wrapper without
-# the reference file).
+# `x02` has the right time followed by a question: the raw text fails the contract, and the wrapper
+# repairs it. `x03` names Monday's maths exam before Tuesday's science exam. Every claim in it is
+# true (it merely fails the format), but the wrapper delivers `09:00`, a confident wrong answer. A
+# post-processor belongs to the system being evaluated, so it is tested at the task level like any
+# other part.
+#
+# **How sure are we?** The rule's 9/9 is honest, and also a warning. Nine cases from five notices,
+# all by one author in a few templates (sentence patterns such as "Tuesday 15:30 in room 12"), are a
+# narrow test.
+#
+# *Sources:* `tests/test_06_evidence.py` tests each wrapper on short strings written into the test.
+# Thirteen authored responses come from no model. `x12` is babble copied from an earlier recording,
+# made with a since-retrained checkpoint; the shipped model's answer differs (asserted above).
 
 # %% [markdown]
 # ## 4. Rubrics, weights and gates
 #
-# A rubric scores separate criteria. Ours has three binary ones: **source support** (the notice
-# backs the answer), **format** (the contract's shape) and **clarity** (section 5 pins down what
-# that means). The weighted score is $\sum_c w_c s_c / \sum_c w_c$. Take weights 2, 1, 1
-# and an answer the notice does not back, though its shape and wording are fine: it scores
+# **Weights decide what a rubric rewards: with all the weight on clarity, a fluent wrong answer
+# passes. A gate stops it whatever the weights.** A rubric (lesson 04) scores separate criteria.
+# Ours has three binary ones: **source support** (section 3), **format** (the contract's shape) and
+# **clarity** (section 5 pins it down). The weighted score is $\sum_c w_c s_c / \sum_c w_c$, and
+# `passed` says whether it reaches the rubric's pass mark, its `threshold`. Take weights 2, 1, 1 and
+# an answer the notice does not back, though its shape and wording are fine. It scores
 # $(0\cdot2 + 1\cdot1 + 1\cdot1)/4$:
 
 # %%
@@ -386,9 +383,9 @@ print(ec.rubric_score(unsupported, ec.Rubric(weights, threshold=0.5)))
 assert ec.rubric_score(unsupported, ec.Rubric(weights))["score"] == 0.5
 
 # %% [markdown]
-# Half marks for a wrong answer. Now suppose someone decides clarity is what users notice and moves
-# all the weight there. Authored response `x07` answers a question about Saturday, when the library
-# is closed, with a fluent sentence about opening at 08:00:
+# Half marks for a wrong answer. Now suppose someone moves all the weight to clarity, because that is
+# what users notice. Authored response `x07` answers a question about Saturday, when the library is
+# closed, with a fluent sentence about opening at 08:00:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -402,106 +399,59 @@ assert ec.rubric_score(fluent_wrong, clarity_only)["passed"]
 assert not ec.rubric_score(fluent_wrong, gated)["passed"]
 
 # %% [markdown]
-# The answer is exactly as wrong as before; only the scoring rule moved. A **gate** is a
-# criterion that fails the answer whatever its points: no amount of clarity buys back a wrong
-# library time. The rubric we will freeze keeps weights 2, 1, 1, a pass mark of 0.75, and gates on
-# source support and format (the contract is not negotiable).
+# The answer is the same in both lines; only the scoring rule moved. A **gate** is a criterion
+# that fails the answer whatever its points: no amount of clarity buys back a wrong library time.
+# The rubric we will freeze keeps weights 2, 1, 1 and a pass mark of 0.75, with gates on source
+# support and format (the contract is not negotiable). Going further B scores five candidates under
+# it.
 #
-# The chart scores five candidates under that rubric: TinyGPT's recorded answers raw and wrapped, the
-# source rule (all on the nine development cases), and the fourteen authored responses raw and
-# wrapped. Bars are the mean weighted score, the share passing on points alone, and the share passing
-# once the gates apply; the label above each group counts gate failures among answers that had enough
-# points.
+# **How sure are we?** The source-support labels come from the coarse check of section 3. It is not
+# a truth detector: it cannot tell which day a correctly copied time was attached to.
 
 # %%
-RUBRIC = ec.Rubric(weights, gates=("source_support", "format"), threshold=0.75)
-POINTS_ONLY = ec.Rubric(weights, threshold=0.75)  # the same, without gates
-setups = {"TinyGPT\nraw": (dev, responses, "raw"),
-          "TinyGPT\n+first time": (dev, responses, "first_time"),
-          "source\nrule": (dev, responses, "source_rule"),
-          "authored\nraw": (authored_cases, authored, "raw"),
-          "authored\n+first time": (authored_cases, authored, "first_time")}
-
-# %%
-rubric_rows = []
-for name, (cases, resp, w) in setups.items():
-    gated_recs = ec.score_development(cases, resp, notices, w, RUBRIC)
-    points = ec.score_development(cases, resp, notices, w, POINTS_ONLY)
-    rubric_rows.append({"candidate": name, "n": len(cases),
-                        "mean score": sum(r["rubric_score"] for r in gated_recs) / len(cases),
-                        "pass (points)": sum(r["passed"] for r in points) / len(cases),
-                        "pass (gated)": sum(r["passed"] for r in gated_recs) / len(cases),
-                        "stopped by a gate": sum(p["passed"] and not g["passed"]
-                                                 for p, g in zip(points, gated_recs))})
-rubric_df = pd.DataFrame(rubric_rows).round(4)
-
-# %%
-fig, ax = plt.subplots(figsize=(10, 4))
-x = range(len(rubric_df))
-for k, (col, colour) in enumerate([("mean score", "tab:gray"), ("pass (points)", "tab:orange"),
-                                   ("pass (gated)", "tab:green")]):
-    xs = [i + (k - 1) * 0.27 for i in x]
-    ax.bar(xs, rubric_df[col], width=0.27, color=colour, label=col)
-    for xi, v in zip(xs, rubric_df[col]):
-        ax.text(xi, v + 0.01, f"{v:.2f}", ha="center", fontsize=7)
-for i, row in rubric_df.iterrows():
-    ax.text(i, 1.1, f"gates stopped {row['stopped by a gate']} of {row['n']}", ha="center",
-            fontsize=8)
-ax.set_xticks(list(x), [f"{c}\n(n={n})" for c, n in zip(rubric_df["candidate"], rubric_df["n"])])
-ax.set(ylim=(0, 1.2), ylabel="share / mean score (0-1)", xlabel="candidate (cases scored)",
-       title="Rubric by candidate: weights 2/1/1, pass mark 0.75, gates on support and format")
-ax.legend(loc="center left", fontsize=8)
-plt.show()
-
-# %%
-# NBVAL_CHECK_OUTPUT
-flat = rubric_df.assign(candidate=rubric_df["candidate"].str.replace("\n", " "))
-print(flat.to_string(index=False))
-assert rubric_df["stopped by a gate"].iloc[3] > 0  # fluent, true, but not in the contract's shape
-assert (rubric_df["pass (gated)"] <= rubric_df["pass (points)"]).all()
-
-# %% [markdown]
-# On the authored answers, four responses earn 0.75 on points (supported and clear) and are
-# stopped by the format gate: they are good sentences, but the service promised a single value. The
-# wrapper lifts the authored answers' pass rate from 0.14 to 0.50, but in `x03` and `x08` it turns a
-# true sentence into a wrong time. Source support then drops to 0, and with its weight of 2 that
-# alone sinks them to 0.5, below the pass mark: they fail on points before any gate is needed. The
-# two answers the gates still stop after wrapping, `x05` and `x11`, are correct sentences with no
-# time in them: the wrapper leaves them as they are, and the format gate fails them. A weighted
-# score on its own hides both effects, so print the per-case task success and the list of gate
-# failures next to it.
-#
-# The source-support labels here come from `ec.source_support`, a coarse automatic check (every time
-# named must appear in the notice, and the asked value must be among them). It is not a truth
-# detector: it cannot tell which day a correctly copied time was attached to.
+RUBRIC = ec.Rubric(weights, gates=("source_support", "format"), threshold=0.75)  # frozen in section 6
 
 # %% [markdown]
 # ## 5. When raters disagree
 #
-# Clarity needs a human reading. `data/raters.json` holds two raters' 0/1 clarity labels for the
-# fourteen authored responses. **The raters and their labels are authored and fictional**: they were
-# invented to show how a vague criterion splits two readers, and no study produced them. Rater A looks at the opening sentence; rater B asks
-# whether a learner could act on the whole response without asking again. The first round used only
-# the word "clear".
+# **With the bare word "clear", two raters barely agreed beyond chance; a sharper written anchor
+# brought them close to full agreement.** That agreement is in-sample, so it is no evidence that the
+# anchor works on new responses.
+#
+# `data/raters.json` holds two raters' 0/1 clarity labels for the fourteen authored responses. **The
+# raters and their labels are authored and fictional**, invented to show how a vague criterion splits
+# two readers; no study produced them. Rater A looks at the opening sentence.
+# Rater B asks whether a learner could act on the whole response without asking again. The first
+# round used only the word "clear".
 
 # %%
 a0, b0 = ec.rater_labels(raters, "before", "A"), ec.rater_labels(raters, "before", "B")
 pd.DataFrame({"id": list(examples), "response": list(authored.values()), "A": a0, "B": b0})
 
+# %% [markdown]
+# A **confusion table** counts each pair of labels (rows: A's 0 and 1; columns: B's). **Cohen's
+# kappa** corrects agreement for chance. If A labels a share $p_A$ of responses 1 and B a share
+# $p_B$, raters labelling independently at those rates agree by chance with probability
+# $p_e = p_A p_B + (1 - p_A)(1 - p_B)$. Kappa subtracts that from the observed agreement $p_o$ and
+# rescales: $\kappa = (p_o - p_e)/(1 - p_e)$. It is 1 for perfect agreement, 0 for chance, and below
+# 0 when the raters agree less often than chance would.
+
 # %%
 # NBVAL_CHECK_OUTPUT
 kappa0 = ec.cohen_kappa(a0, b0)
+p_a, p_b = sum(a0) / len(a0), sum(b0) / len(b0)
+p_e = p_a * p_b + (1 - p_a) * (1 - p_b)  # chance agreement
+print(f"A labels 1 on {sum(a0)} of {len(a0)}, B on {sum(b0)} of {len(b0)}: chance agreement {p_e:.2f}")
 print(f"agreement {ec.percent_agreement(a0, b0):.4g}, Cohen's kappa {kappa0:.4g}")
 print("confusion (rows A = 0/1, columns B = 0/1):", ec.confusion_table(a0, b0))
 assert abs(kappa0 - cohen_kappa_score(a0, b0)) < 1e-12  # evalcore agrees with scikit-learn
+assert abs(p_e - 0.44) < 0.005 and abs((0.5 - p_e) / (1 - p_e) - kappa0) < 1e-12
 
 # %% [markdown]
-# Half the labels agree, but A says "clear" to 13 of 14 responses, so two raters guessing with
-# those rates would agree a good deal by chance. Cohen's kappa subtracts that chance agreement
-# $p_e$ from the observed agreement $p_o$ and rescales: $\kappa = (p_o - p_e)/(1 - p_e)$. At about
-# 0.11 the raters are barely doing better than chance.
-#
-# The tempting fix is to average the two labels:
+# Half the labels agree. But raters labelling at random at A's and B's rates (13 and 6 of 14 "clear")
+# would agree 44% of the time by chance. So 50% is barely above chance, and kappa is about 0.11. The
+# tempting fix is to average the two labels:
+
 
 # %% tags=["live"]
 # Average the two raters (the bug), then keep every dispute with ec.rater_disputes instead
@@ -513,9 +463,9 @@ disputes[["id", "response", "A_reason", "B_reason"]]
 
 # %% [markdown]
 # A mean of 0.68 reads as "mostly clear" and says nothing about the seven 0.5s behind it. The
-# dispute list explains them: in each one, A judged the opening words and B judged whether the
-# whole reply could be acted on. The fix is in the
-# criterion, not the arithmetic. Both raters re-rated against a sharper **anchor**:
+# disputes explain them: each time, A judged the opening words and B whether the whole reply could be
+# acted on. The fix is in the criterion, not the arithmetic. Both raters re-rated against a sharper
+# **anchor**, a written definition of the label:
 
 # %%
 print(raters["anchors"]["after"])
@@ -547,152 +497,77 @@ fig.suptitle("Clarity labels of two (authored) raters on 14 responses")
 fig.tight_layout()
 plt.show()
 
-
-# %%
-# NBVAL_CHECK_OUTPUT
-def kappa_stat(values, weights):
-    # Cohen's kappa on each bootstrap resample: values (n, 2) = labels of A and B, weights (R, n).
-    a, b, total = values[:, 0], values[:, 1], weights.sum(-1)
-    p_o = (weights * (a == b)).sum(-1) / total
-    p_a, p_b = (weights * a).sum(-1) / total, (weights * b).sum(-1) / total
-    p_e = p_a * p_b + (1 - p_a) * (1 - p_b)
-    return (p_o - p_e) / (1 - p_e)  # nan where every resampled label is the same (kappa undefined)
-
-
-def kappa_draws(a, b, copies=1):
-    # kappa on each of 2000 resamples of the items (the labels repeated `copies` times), undefined ones left out
-    draws = ec.bootstrap_distribution([[x, y] for x, y in zip(a * copies, b * copies)], statistic=kappa_stat)
-    return draws[draws.isfinite()], int((~draws.isfinite()).sum())
-
-
-degenerate = {}
-for phase, a, b in [("before", a0, b0), ("after", a1, b1)]:
-    kept, undefined = kappa_draws(a, b)
-    low, high = torch.quantile(kept, torch.tensor([0.025, 0.975], dtype=kept.dtype)).tolist()
-    degenerate[phase] = {"exactly 0": (kept == 0).double().mean().item(),
-                         "exactly 1": (kept == 1).double().mean().item()}
-    print(f"{phase}: kappa {ec.cohen_kappa(a, b):.4g}, 95% bootstrap interval {low:.4g} to {high:.4g} "
-          f"({undefined} of {len(kept) + undefined} resamples undefined, left out)")
-    print(f"   resamples with kappa exactly 0: {degenerate[phase]['exactly 0']:.1%}, "
-          f"exactly 1: {degenerate[phase]['exactly 1']:.1%}")
-assert degenerate["before"]["exactly 0"] > 0.3 and degenerate["after"]["exactly 1"] > 0.3, degenerate
-
 # %% [markdown]
-# Agreement rose from 0.11 to 0.86 in kappa, and one honest dispute remains (`x08`: is a time
-# labelled as Monday's a "second time"?). That is the anchor's next revision, recorded rather than
-# voted away. Agreement is not truth: both raters call `x07` clear, and it is wrong. That is why
-# clarity sits beside source support and never replaces it.
+# Kappa rose from 0.11 to 0.86. One honest dispute remains (`x08`: is a time labelled as Monday's a
+# "second time"?). That is the anchor's next revision, recorded rather than voted away. Agreement is
+# not truth: both raters call `x07` clear, and it is wrong. That is why clarity sits beside source
+# support and never replaces it.
 #
-# **These two intervals cannot be trusted.** Look at what produced their ends. Before the anchor,
-# rater A says "unclear" to one response in 14. About a third of the resamples (33%) miss that one
-# response, so A's labels are all 1, chance agreement equals observed agreement, and kappa is exactly
-# 0: the interval's lower end is those resamples, not a plausible kappa. After the anchor the two
-# raters disagree on one response (`x08`); the 37% of resamples that miss it agree perfectly and give
-# kappa exactly 1, the interval's upper end. A resample misses a given item with probability
-# (13/14)^14, about e^-1 = 37%, however many items there are; what matters is how many items sit in
-# the rare cell. With one item there, a percentile interval is mostly a statement about whether that
-# item was drawn. So at n = 14 report the kappa and the confusion table, and no interval.
+# **The in-sample trap.** The anchor was written *after* reading the disputes on these 14 responses,
+# to settle exactly those, and the raters were then checked on the same 14. Success there is close
+# to guaranteed, as for a rule tuned on the development cases. So the 0.86 is **not evidence** that
+# the anchor makes raters agree on new responses. That needs both raters labelling responses the
+# anchor was not written from, under the frozen anchor. We have no such labels, and inventing them
+# would prove nothing.
 #
-# What would make an interval trustworthy is **more items**, enough that each rare cell (A's
-# "unclear", the disputes) holds several of them: a resample misses all m items of a cell with
-# probability about e^-m, 37% at m = 1 and under 1% at m = 5. If the same pattern held on five times
-# as many items (70, with five of each rare kind), the degenerate resamples all but vanish:
-
-# %%
-# NBVAL_CHECK_OUTPUT
-for phase, a, b in [("before", a0, b0), ("after", a1, b1)]:
-    kept, _ = kappa_draws(a, b, copies=5)
-    low, high = torch.quantile(kept, torch.tensor([0.025, 0.975], dtype=kept.dtype)).tolist()
-    print(f"{phase}, the 14 labels five times over: 95% interval {low:.4g} to {high:.4g}; "
-          f"exactly 0: {(kept == 0).double().mean().item():.1%}, exactly 1: {(kept == 1).double().mean().item():.1%}")
-    assert ((kept == 0) | (kept == 1)).double().mean().item() < 0.02
-
-# %% [markdown]
-# That is a thought experiment, not data: repeating 14 labels five times is not 70 new responses,
-# and the narrower interval it prints is not evidence about these raters. It shows what the study
-# needs: new responses, rated by both raters, until the rare cells are no longer single items.
+# `ec.anchored_clarity` is the anchor's **code reading**: one time, or a plain statement that there
+# is none, and no question back. The protocol uses it to label clarity on outputs no rater has seen.
 #
-# **The in-sample trap.** The sharper anchor was written *after* reading the disputes on these 14
-# responses, to settle exactly those disputes, and the raters were then checked on the same 14.
-# Success there is close to guaranteed, the way a rule tuned on the development cases scores well on
-# them. So the kappa of 0.86 is **not evidence** that the anchor makes raters agree on new
-# responses, and its bootstrap interval could not say so even if it were trustworthy: it only
-# describes resampling these 14. Evidence would be both raters labelling responses the anchor was
-# not written from, under the frozen anchor. We have no such labels, and inventing rater labels would prove nothing.
+# **How sure are we?**
 #
-# A sharp anchor can also be partly checked by code. `ec.anchored_clarity` is its checkable reading
-# (one time, or a plain statement that there is none, and no question back); the protocol uses it
-# to label clarity on outputs no rater has seen. It matches every label on which the raters agree,
-# but it was written from these same items, so this too is in-sample:
-
-# %%
-machine = [ec.anchored_clarity(r) for r in authored.values()]
-agreed = [i for i in range(len(a1)) if a1[i] == b1[i]]
-assert all(machine[i] == a1[i] for i in agreed)
-print(f"matches the raters on all {len(agreed)} agreed labels; "
-      f"on the dispute (x08) it says {machine[list(examples).index('x08')]}")
-
-# %% [markdown]
-# A held-out check of the machine reading is something we *can* run. Below are eight new responses
-# to development questions, **authored for this check and fictional**, each with the label the
-# lesson's author gives it by reading the anchor text. They were not among the 14 the anchor and the
-# code were written from. This is one reader's reading, not a rater study, so it tests the code
-# against the anchor's words, not the anchor against raters.
-
-# %%
-# NBVAL_CHECK_OUTPUT
-held_out_clarity = [  # (case, authored response, the author's reading of the anchor)
-    ("chess-thu", "Thursday, 16:15.", 1),
-    ("exams-wed", "There is no history exam on the notice.", 1),
-    ("swimming-fri", "Year 8 swims at twenty-five past eleven on Friday.", 1),  # one time, in words
-    ("swimming-fri", "11:25 on Friday, not Thursday.", 1),  # one value; "not" points at the day
-    ("choir-mon", "Choir is at 12:40, or maybe 12:45?", 0),  # two times and a question
-    ("library-wed", "The library is open 08:00-18:00 on Wednesday.", 0),  # two times to choose from
-    ("chess-fri", "I'm not sure; try 15:30.", 0),  # a hedge plus another day's time
-    ("library-sat", "Closed for stocktaking, so there is no opening time on Saturday.", 1),
-]
-code_says = [ec.anchored_clarity(r) for _, r, _ in held_out_clarity]
-misses = [(r, want, got) for (_, r, want), got in zip(held_out_clarity, code_says) if want != got]
-print(f"code agrees with the anchor's reading on {len(held_out_clarity) - len(misses)} of "
-      f"{len(held_out_clarity)} new responses")
-for r, want, got in misses:
-    print(f"  {r!r}: anchor says {want}, code says {got}")
-assert len(misses) == 2, f"expected the code to miss 2 of the anchor's labels, got {misses}"
-
-# %% [markdown]
-# On its own 13 agreed items the code was perfect; on eight new ones it misses two, both in the same
-# direction: it calls a clear answer unclear when the time is written in words, or when a "not"
-# refers to something other than the time. Eight authored items cannot give a rate, but they are
-# enough to show that "matches every agreed label" was a statement about the items the rule was
-# written from.
+# - At n = 14 we report the kappa and the confusion table, and no interval. A bootstrap interval's
+#   end would hang on whether one response is drawn: A's one "unclear" before, the `x08` dispute
+#   after (Going further C). Even a good interval would describe only resamples of these 14, not new
+#   responses.
+# - The code reading matches every label the raters agree on, but it was written from the same
+#   items. On eight new authored responses it misses two (Going further D).
 
 # %% [markdown]
 # ## 6. Freeze, then reveal
 #
-# On the development cases the source rule is the clear choice. Before touching the reserved cases
-# we **freeze** a protocol: the candidate (model + wrapper), the rubric's weights and gates, the
-# clarity reading, the pass threshold and the exact case list. `ec.freeze_protocol` writes all of
-# that, with a SHA-256 over it, as one line of an append-only log. We also freeze TinyGPT with the
-# first-time wrapper, as a comparison, *before* anything is revealed. (The log goes to a temporary
-# folder, not the repository.)
+# **Before any reserved case is read, we freeze a protocol: everything that will decide the verdict,
+# written down and fingerprinted.** Then the reserved cases are revealed under it, and logged as
+# seen.
+#
+# On the development cases the source rule is the clear choice. A **protocol freeze** fixes, before
+# the reveal:
+#
+# - the candidate (model + wrapper);
+# - the rubric's weights, gates and pass threshold;
+# - the clarity reading (the anchor) and the exact case list;
+# - the decision's **target** and the **rate** it applies to: 95% exact task success per question.
+#
+# `ec.freeze_protocol` writes all of that as one line of an **append-only log**, a file that only
+# grows, with a SHA-256 over the protocol, its **id**: a fingerprint that changes if any frozen
+# field does.
+# TinyGPT with the first-time wrapper is frozen too, as a comparison, *before* anything is revealed.
+# (The log goes to a temporary folder, not the repository.)
 
 # %% tags=["live"]
-# Freeze both protocols in an append-only log before any reserved case is read: ec.freeze_protocol; defines: log, anchor, reserved_ids, RULE, frozen_rule, frozen_tiny
+# Freeze both protocols, each with its target (95% task success per case), in an append-only log before any reserved case is read: ec.freeze_protocol; defines: log, anchor, reserved_ids, RULE, frozen_rule, frozen_tiny
 log = ec.ProtocolLog(Path(tempfile.mkdtemp()) / "protocol_log.jsonl")
 anchor = raters["anchors"]["after"]
 reserved_ids = [c["id"] for c in reserved]
 RULE = {"model": None, "wrapper": "source_rule"}  # no model: the rule reads the notice
 TINY = {"model": rec["checkpoint"]["sha256"], "wrapper": "first_time"}
-frozen_rule = ec.freeze_protocol(log, RULE, RUBRIC, anchor, reserved_ids)
-frozen_tiny = ec.freeze_protocol(log, TINY, RUBRIC, anchor, reserved_ids)
+frozen_rule = ec.freeze_protocol(log, RULE, RUBRIC, anchor, reserved_ids,
+                                 target=0.95, rate="task_success_per_case")
+frozen_tiny = ec.freeze_protocol(log, TINY, RUBRIC, anchor, reserved_ids,
+                                 target=0.95, rate="task_success_per_case")
 
 # %%
 # NBVAL_CHECK_OUTPUT
 for name, f in [("source rule", frozen_rule), ("TinyGPT + first time", frozen_tiny)]:
     print(f"{name:<21} protocol {f['protocol_sha256'][:16]}...  cases {len(f['cases'])}")
-print(json.dumps({k: frozen_rule[k] for k in ["candidate", "rubric", "threshold", "cases"]}))
+print(json.dumps({k: frozen_rule[k] for k in ["candidate", "rubric", "threshold", "target", "rate", "cases"]}))
+assert (frozen_rule["target"], frozen_rule["rate"]) == (0.95, "task_success_per_case")
 
 # %% [markdown]
+# The record holds two bars. The rubric's `threshold` (0.75, printed inside the rubric and again as
+# its own field) is a pass mark for one answer. The `target` (0.95) is for the rate over the cases.
+# Section 8 reads the target from this record: `ec.decision_brief` takes no target. So the decision
+# cannot be given another one after the reveal without a new freeze, which the brief flags.
+#
 # The reserved cases cannot be scored any other way: `ec.score_development` refuses them.
 
 # %%
@@ -716,59 +591,61 @@ reserved_df.insert(1, "question", reserved_df["id"].map(questions))
 reserved_df
 
 # %% [markdown]
-# Every reserved case is now marked **exposed**. The rule's one miss, `bus-mon`, is a template the
+# Every reserved case is now marked **exposed**. The rule's one miss, `bus-mon`, uses a template the
 # development notices did not contain: the bus notice gives 07:50 "on weekdays", and the rule only
-# looks for the day's name. Changing the rule in response would mean tuning it on these cases; from
-# that point they could only count as development data. Suppose we change the protocol anyway (a lower pass mark): the change is
-# a **new** entry, the old line is untouched, and the re-scored cases say they were seen before.
+# looks for the day's name. Changing the rule in response would mean tuning it on these cases, which
+# could then only count as development data.
+#
+# Suppose we change the protocol anyway, with a lower pass mark. The change is a **new** entry; the
+# old line is untouched. The re-scored cases say they were seen before. `ec.frozen_target` lists
+# which of the new protocol's cases were revealed before it was frozen. In the log table below, a
+# "line hash" is a SHA-256 of the whole line, its "previous entry" (the line hash before it) included:
 
 # %%
 log_before = log.path.read_bytes()
 relaxed = ec.Rubric(weights, gates=("source_support", "format"), threshold=0.5)
-frozen_later = ec.freeze_protocol(log, RULE, relaxed, anchor, reserved_ids)
+frozen_later = ec.freeze_protocol(log, RULE, relaxed, anchor, reserved_ids,
+                                  target=frozen_rule["target"], rate=frozen_rule["rate"])
 again = ec.reveal_reserved(log, frozen_later["protocol_sha256"], task["cases"], responses, notices)
 assert log.path.read_bytes().startswith(log_before)  # appended, never rewritten
 assert all(r["previously_exposed"] for r in again)  # the second look is not fresh evidence
+seen_before = ec.frozen_target(log, frozen_later["protocol_sha256"])["exposed_before"]
+print("revealed before the later freeze:", seen_before)
+assert seen_before == sorted(reserved_ids), seen_before  # frozen after the reveal: flagged
 pd.DataFrame([{"#": e["index"], "kind": e["kind"], "protocol": e["protocol_sha256"][:12],
-               "cases": len(e["cases"]), "previous entry": (e["prev_sha256"] or "-")[:12]}
+               "cases": len(e["cases"]), "line hash": e["entry_sha256"][:12],
+               "previous entry": (e["prev_sha256"] or "-")[:12]}
               for e in log.verify()])
 
 # %% [markdown]
-# Each line carries the hash of the line before it, so editing an earlier line in place breaks the
-# chain and `log.verify()` raises (the tests do exactly that).
+# So editing an earlier line in place breaks the chain, and `log.verify()` raises. A target edited
+# with every line hash redone is refused too: the entry no longer hashes to its protocol id, which
+# the brief is handed from the freeze. A target set by a new freeze after the reveal is flagged as a
+# protocol change, not blocked.
 #
-# **Exposure versus contamination.** The log vouches only for what *this* workflow did: the
-# reserved cases were not scored before the freeze. It cannot vouch for the wider world. The cases
-# are published with the course, so anyone, including whoever trains a future model, may have read
-# them. For TinyGPT we can do better than usual, because its whole training text is in
-# `data/fixtures.json`: none of the notices' times or phrases occur there.
-
-# %%
-train = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
-train_text = " ".join(train["statements"] + [q + " " + a for q, a in train["qa"]])
-probes = {t for n in notices.values() for t in re.findall(r"\d\d:\d\d", n)}  # every notice time
-probes |= {"notice", "Notice", "chess", "Year 8", "library", "rehearsal", "Bus 7"}
-found = sorted(p for p in probes if p in train_text)
-print(len(probes), "probe strings; found in the training text:", found)
-assert not any(p in train_text for p in probes)
+# **How sure are we?**
+#
+# - The log vouches only for what *this* workflow did: the reserved cases were not scored before the
+#   freeze.
+# - It cannot vouch for the wider world. The cases are published with the course, so anyone,
+#   including whoever trains a future model, may have read them. Test material that reached a
+#   model's training text is **contamination** (lesson 15). Going further E checks TinyGPT's.
+# - The flag sees only protocols frozen after their cases were revealed. Several frozen before, one
+#   chosen afterwards with the results in view, are not flagged; only the log shows every freeze.
+# - The refusal needs the id from the freeze: a log rewritten under a new id, every hash redone,
+#   would pass `verify()` unflagged.
+#
+# *Sources:* `tests/test_06_evidence.py` edits the log, and freezes a new target after a reveal.
 
 # %% [markdown]
 # ## 7. Report what was established
 #
-# Every rate is a numerator over a denominator with a 95% **Wilson score interval**, which behaves
-# sensibly at 0/n and n/n where the textbook $\hat p \pm 1.96\sqrt{\hat p(1-\hat p)/n}$ collapses to
-# a point. First a calibration of intuition: one success in four.
-
-# %%
-# NBVAL_CHECK_OUTPUT
-one_in_four = ec.success_rate([{"success": s} for s in (True, False, False, False)])
-print(one_in_four)
-assert abs(one_in_four.low - 0.0456) < 1e-4 and abs(one_in_four.high - 0.6994) < 1e-4
-
-# %% [markdown]
-# 25% on four cases is compatible with anything from about 5% to 70%. Four cases tell you about those
-# four cases, and very little about how often the system would succeed in general. Our own figures,
-# first with every case treated as independent:
+# **On the reserved cases the rule answered 4 of 5 questions right, and TinyGPT none.** Five cases
+# cannot pin a rate down, so each figure is reported as k/n with its interval.
+#
+# Every rate comes with a 95% **Wilson score interval** (lesson 02). It behaves sensibly at 0/n and
+# n/n, where the textbook $\hat p \pm 1.96\sqrt{\hat p(1-\hat p)/n}$ collapses to a point. Our
+# figures, with every case treated as independent:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -790,7 +667,8 @@ for i, row in report.iterrows():
     ax.annotate(f"{row['successes']}/{row['n']}", (i, row["rate"]), xytext=(10, -4),
                 textcoords="offset points")
 ax.set_xticks(range(len(report)), [g.replace(", ", "\n") for g in report["group"]], fontsize=8)
-ax.axhline(0.95, color="tab:red", linestyle="--", label="target 95%")
+ax.axhline(frozen_rule["target"], color="tab:red", linestyle="--",
+           label=f"frozen target {frozen_rule['target']:.0%}")
 ax.set(xlim=(-0.5, len(report) - 0.3), ylim=(-0.05, 1.05), xlabel="candidate and split",
        ylabel="exact task success (95% Wilson interval)",
        title="Development vs reserved task success")
@@ -798,50 +676,16 @@ ax.legend(loc="center right")
 plt.show()
 
 # %% [markdown]
-# ### Questions that share a notice
+# ### A different metric: every question on a notice right
 #
-# A Wilson interval assumes every case is an independent draw. Ours are not: questions on one notice
-# share its wording and its template, and section 1 already treats them as one piece of evidence
-# when splitting. The 5 reserved cases come from only 3 notices, and the 9 development cases from 5.
+# **Counting notices answered in full is a different metric, and it cannot be held to the
+# per-question target.** The 5 reserved questions come from only 3 notices (the 9 development ones
+# from 5). On this metric a notice succeeds only when every question on it is right: the rule
+# answers 2 of 3 reserved notices in full.
 #
-# That changes the **interval**, not what is measured. The target was set per question (95% of
-# questions answered exactly), so the rate stays per question: k of n cases. What changes is how
-# much that rate could move with other notices, and for that we resample whole notices (a
-# **cluster bootstrap**): `ec.success_rate(records, group_key="source_group")`. Where the bootstrap
-# cannot vary at all (every notice all right, or all wrong), it falls back to Wilson with n = the
-# number of notices, the cautious extreme that treats each notice as a single question.
-
-# %%
-# NBVAL_CHECK_OUTPUT
-clustered = {}
-for name, recs in [("source rule, development", dev_rule), ("source rule, reserved", rule_res)]:
-    clustered[name] = ec.success_rate(recs, group_key="source_group")
-    print(f"{name}:\n   cases independent:  {ec.success_rate(recs)}\n   notices resampled:  {clustered[name]}")
-    per = {}
-    for r in recs:
-        per.setdefault(r["source_group"], []).append(r["success"])
-    print("   per notice:", {g: f"{sum(v)}/{len(v)}" for g, v in per.items()})
-reserved_rate = clustered["source rule, reserved"]
-assert (reserved_rate.k, reserved_rate.n) == (4, 5), reserved_rate  # still per question
-assert (reserved_rate.low, reserved_rate.high) == (0.5, 1.0), reserved_rate
-assert "Wilson over 5" in clustered["source rule, development"].method
-
-# %% [markdown]
-# On the reserved cases the rate is still 4/5. Resampling the three notices gives 50% to 100%,
-# against Wilson's 37.6% to 96.4% for five independent cases. The bootstrap is crude here: three
-# notices allow only 27 equally likely draws, so its ends are the worst and best of a handful of
-# possible rates (all three notices drawn as the bus notice gives 1/2; any draw without it gives
-# 100%). On the development cases every notice is all right, so every resample is 100%: a
-# bootstrap that cannot move is no interval at all, the same failure the Wilson interval was chosen
-# to avoid at n/n. The fallback, Wilson over the 5 notices, gives 56.6% to 100%. Both readings
-# still assume the notices are independent draws from the notices the service will meet, which
-# eight notices by one author in a few templates are not.
-#
-# **A different metric: every question on a notice right.** It is tempting to count notices
-# instead, a notice succeeding only when every question on it is right: 2 of the 3 reserved
-# notices. That is not the per-question rate with a better interval; it measures something else,
-# and it cannot be held to the per-question target. A system right on exactly 95% of questions
-# gets a notice of two questions fully right only 0.95² ≈ 90% of the time:
+# A system right on exactly 95% of questions, each independently, gets a notice of two questions
+# fully right only 0.95² ≈ 90% of the time, and one of one question 95% of the time. Our reserved
+# notices hold one, two and two questions, so the cell prints the mean, (0.95 + 2 × 0.95²)/3 ≈ 0.918:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -853,13 +697,13 @@ print(f"a system right on exactly 95% of questions answers in full {full_at_95:.
 assert abs(full_at_95 - 0.918) < 5e-4 and full_at_95 < 0.95
 
 # %% [markdown]
-# So a rule that met the 95% target exactly would fail a 95% target on notices answered in full,
-# by construction. If a team wants that metric (a learner reads one notice and asks several
-# questions), it needs its own target, set before the reveal, such as "notices answered in full,
-# at least 90%". Our protocol set none, so we report it as a description and decide nothing on it.
-
-# %% [markdown]
-# Behind the rates: each failed case, the notices the cases came from, and what was excluded:
+# So a rule that met the 95% target exactly would fail a 95% target on notices answered in full, by
+# construction. A team may want that metric (a learner reads one notice and asks several questions).
+# Then it needs its own target, set before the reveal, such as "notices answered in full, at least
+# 90%". Our protocol froze none, so we report it as a description and decide nothing on it.
+#
+# Behind the rates: each failed case, the notices the cases came from, and what was excluded. The
+# last line checks for **critical failures**, delivered times the notice does not back:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -872,68 +716,76 @@ print("exposed after the reveal:", log.exposed())
 assert ec.critical_failures(rule_res) == []  # the miss was an 'unknown', not a wrong time
 
 # %% [markdown]
+# **How sure are we?** Every per-question interval here treats the questions as independent draws,
+# and the 2/3 treats the notices as independent. Questions on one notice are not independent: Going
+# further F resamples whole notices instead.
+
+# %% [markdown]
 # ## 8. The decision brief
 #
-# A brief states the intended use, the case mix, the evidence and its limits, then decides:
-# **accept** (the interval clears the target), **reject** (even its top falls short, or the system
-# delivered a wrong time, the failure that sends a learner to the wrong place), or **restrict** (the
-# evidence neither clears nor rules out the target: allow only a narrower use). We set the target
-# at 95% exact task success per question before the reveal, and the brief as frozen then treated
-# the cases as independent (a Wilson interval).
+# **The evidence restricts the rule and rejects TinyGPT.** The rule's interval straddles the frozen
+# 95% target, and TinyGPT's tops out far below it.
+#
+# A **decision brief** states the intended use, the case mix, the evidence and its limits, then
+# decides:
+#
+# - **accept**: the whole interval lies at or above the target;
+# - **reject**: even its top falls short, or the system delivered a wrong time (the failure that
+#   sends a learner to the wrong place);
+# - **restrict**: the evidence neither clears nor rules out the target, so allow only a narrower use.
+#
+# This brief treats the cases as independent (a Wilson interval).
+#
+# The second reason sets three figures side by side:
+#
+# - the rate with cases independent;
+# - the rate with whole notices resampled, a **cluster bootstrap** (Wilson over notices where that
+#   cannot vary; Going further F);
+# - notices answered in full (section 7).
+
 
 # %%
 # NBVAL_CHECK_OUTPUT
 use = "answer learners' time questions from approved school notices"
-candidates = [("source rule", rule_res), ("TinyGPT + first time", tiny_res)]
-briefs = {name: ec.decision_brief(name, use, recs, target=0.95) for name, recs in candidates}
+candidates = [("source rule", rule_res, frozen_rule), ("TinyGPT + first time", tiny_res, frozen_tiny)]
+briefs = {name: ec.decision_brief(name, use, recs, log, f["protocol_sha256"])  # the frozen target
+          for name, recs, f in candidates}
 for b in briefs.values():
     print(f"{b['candidate']}, cases independent: {b['decision'].upper()}")
     for line in b["reasons"] + b["would_change"]:
         print("   -", line)
 assert briefs["source rule"]["decision"] == "restrict"
 assert briefs["TinyGPT + first time"]["decision"] == "reject"
+assert all(b["target"] == 0.95 and b["protocol_change"] == [] for b in briefs.values())
 
 # %% [markdown]
-# The second reason prints the three figures of section 7 side by side. Questions on one notice
-# depend on each other, so the same brief with its interval resampling notices:
-
-# %%
-# NBVAL_CHECK_OUTPUT
-notice_briefs = {name: ec.decision_brief(name, use, recs, target=0.95, group_key="source_group")
-                 for name, recs in candidates}
-for b in notice_briefs.values():
-    print(f"{b['candidate']}, notices resampled: {b['decision'].upper()}")
-    for line in [b["reasons"][0], b["would_change"][0]]:
-        print("   -", line)
-in_full = ec.all_right_rate(rule_res)  # the other metric, held by mistake to the per-question target
-print(f"notices answered in full {in_full}: held to 95% it would read 'reject'")
-assert notice_briefs["source rule"]["decision"] == briefs["source rule"]["decision"] == "restrict"
-assert notice_briefs["TinyGPT + first time"]["decision"] == "reject"
-assert (in_full.k, in_full.n) == (2, 3) and in_full.high < 0.95, in_full
-questions_needed = ec.cases_needed(4, 5, 0.95)
-assert questions_needed == 105, f"expected 105 further questions, got {questions_needed}"
-
-# %% [markdown]
-# **Both readings restrict the rule.** The per-question rate of 4/5 has an interval that straddles
-# the 95% target whether the cases are treated as independent (37.6% to 96.4%) or the notices are
-# resampled (50% to 100%). Counting notices answered in full instead (2/3, Wilson 20.8% to 93.9%)
-# would turn that into a reject, but only by holding a different metric to the per-question target,
-# which section 7 showed a rule meeting that target would fail by construction. Neither reading is
-# strong: five questions on three notices cannot settle a 95% claim either way. Lifting the Wilson
-# lower bound to 95% would take 105 further questions answered right, with none failing, and they
-# should come from new notices: questions on notices already seen add less than independent ones.
+# **The rule is restricted.** Its 4/5 has a Wilson interval of 37.6% to 96.4%, which straddles the
+# target.
 #
-# There is still a protocol gap. The protocol froze the rate and the target but not how the
-# interval treats questions that share a notice. Here the choice does not change the decision, but
-# choosing it after the reveal is a protocol change made with the results in view. The next
-# protocol should freeze it (resample notices), and freeze a target for notices answered in full if
-# the team wants that metric, before any fresh reserved notices are revealed.
+# Notices answered in full (2/3, Wilson 20.8% to 93.9%) would read reject, since even the top falls
+# short. But that holds a different metric to the per-question target. Section 7 showed that a rule
+# meeting that target would fail it by construction.
+#
+# Five questions on three notices cannot settle a 95% claim either way. Lifting the Wilson lower
+# bound to 95% would take 105 further questions answered right, none failing. They should come from
+# new notices: questions on a notice already seen add less than independent ones (section 1).
+#
+# **A protocol gap remains.** The protocol froze the rate and the target, but not how the interval
+# treats questions that share a notice. Here the choice does not change the decision (Going further
+# F), but choosing it after the reveal is a protocol change made with the results in view. The next
+# protocol should freeze it: resample notices, with enough reserved notices for that to mean
+# something, or else Wilson over notices. Three notices do not: a resample's rate never falls below
+# the worst notice's (Going further F). It should also freeze a target for notices answered in full
+# if the team wants that metric, before any fresh reserved notices are revealed. (evalcore freezes
+# targets for the per-question rate only, so far.)
 
 # %% [markdown]
 # ### Could clarity have changed the decision?
 #
-# The protocol froze a clarity anchor, and section 5 spent real effort on it. Did it matter? Check
-# every combination of the three labels under the frozen rubric, with clarity 0 and with clarity 1:
+# **No. Under the frozen rubric clarity cannot change a verdict, and the brief, deciding on exact
+# task success alone, never reads the rubric. So the rater work fed no decision.** The protocol
+# froze a clarity anchor, and section 5 spent real effort on it. Check every combination of the
+# three labels under the frozen rubric, with clarity 0 and with clarity 1:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -953,108 +805,63 @@ assert changes == [] and in_contract == [1, 1], f"expected no changes and [1, 1]
 
 
 # %% [markdown]
-# Clarity never changes a verdict. With both gates passed, the score is at least (2 + 1 + 0)/4 = 0.75,
-# the pass mark, so clarity's weight of 1 can only move a score that has already passed; with a gate
-# failed, nothing passes. It is redundant twice over: anything that passes the format gate is a bare
-# time or `unknown`, which the anchored reading always calls clear. And the brief decides on exact
-# task success alone; it does not read the rubric at all. So **the rater work fed no decision**, in
-# this protocol as frozen. That is a design flaw, not a finding about clarity. Making clarity matter
-# would mean, for example, a gate on it, or a pass mark of 1.0, together with a use in which a
-# delivered answer can be something other than a bare value, and the change would need a new frozen
-# protocol and fresh reserved notices: the revealed ones are exposed.
-
-# %% [markdown]
-# In words, for the source rule:
+# Clarity is redundant twice over:
 #
-# - **Intended use**: answer learners' time questions from approved notices, returning one time or
-#   `unknown`.
-# - **Case mix**: 14 questions on 8 invented notices in a handful of templates, 6 of them `unknown`;
-#   reserved: 5 questions on 3 notices.
-# - **Evidence**: per question, 9/9 on development and 4/5 on reserved. With the cases treated as
-#   independent, Wilson 70% to 100% and 38% to 96%; with notices resampled, since questions on a
-#   notice depend on each other, 57% to 100% (Wilson over 5 notices: at 9/9 the bootstrap cannot
-#   vary) and 50% to 100%. No wrong time was delivered; the one miss said `unknown` for a time the
-#   notice states as "weekdays". Notices answered in full: 5/5 and 2/3 (another metric; the
-#   protocol set no target for it).
-# - **Rubric and raters**: under the frozen rubric the rule passes exactly where it succeeds, and the
-#   clarity criterion could not have changed any verdict; the decision rests on task success alone.
-# - **Decision: restrict**, in either reading of the interval: the evidence neither shows the rule
-#   meets 95% per question nor rules it out. Allow only a narrower use (only notices in the tested
-#   templates, every `unknown` passed to a person), which is a new intended use with its own frozen
-#   protocol, its interval resampling notices.
-# - **What would change it**: new notices from new source groups, sampled the way real notices
-#   arrive. To accept, 105 further questions answered right, with none failing, would be needed to
-#   lift the Wilson lower bound to 95%, more if several come from one notice. A single wrong time
-#   would mean reject.
+# - With both gates passed, the score is at least (2 + 1 + 0)/4 = 0.75, the pass mark. So clarity's
+#   weight of 1 can only move a score that has already passed. With a gate failed, nothing passes.
+# - Anything that passes the format gate is a bare time or `unknown`, which the anchored reading
+#   always calls clear.
 #
-# TinyGPT is rejected in either reading: 0/5 reserved cases, with an interval that tops out near
-# 43% with the cases independent and near 56% over its 3 notices. Neither brief claims
-# readiness: filling in every field, or scoring well on the rubric, does not by itself show that
-# the service is fit to deploy.
+# That is a design flaw of this protocol as frozen, not a finding about clarity. Making clarity
+# matter to a verdict would mean, for example, a gate on it or a pass mark of 1.0, with a use in which
+# a delivered answer can be more than a bare value. That needs a new frozen protocol and fresh
+# reserved notices: the revealed ones are exposed. Reaching the decision would also need a brief that
+# reads the rubric. Going further G writes out the whole brief in words.
 
 # %% [markdown]
 # ## Summary
 #
-# **What the lesson established**
+# **What this lesson established**
 #
 # - Define success before looking: a contract (one `HH:MM` or `unknown`), and a split by **source
-#   group**, so questions that share a notice are treated as one source.
-# - Reference loss under teacher forcing is the mean of $-\log_2 p$ over the correct tokens:
-#   probability 1 costs 0 bits, 0 costs infinity (kept as `inf`, written as `null` plus a flag in
-#   JSON), an empty reference gets `None` rather than a mean, and a rule's loss is "not applicable", never 0.
-#   TinyGPT spends 10.9 bits per byte on `16:15` and 0.025 on `Paris`. Its `unknown` references
-#   cost less per byte than its times, so a mean over cases and a mean over tokens differ.
-# - On the recording, TinyGPT succeeds on 0/9 development cases raw or wrapped; the source rule on
-#   9/9. A wrapper changes what is delivered, never the model's loss; it fixed `x02` and broke `x03`
-#   by taking another day's time.
-# - Weights decide what a rubric rewards; clarity-only weights pass a fluent wrong answer, and a
-#   gate on source support stops it.
-# - The authored raters agreed on 7/14 labels (kappa 0.11) with the bare word "clear" and on 13/14
-#   (kappa 0.86) after a sharper anchor; the remaining dispute is kept with both reasons. No
-#   interval for those kappas can be trusted at n = 14: a third of the bootstrap resamples give
-#   kappa exactly 0 (before) or exactly 1 (after), because each hinges on one item. More items, with
-#   several in each rare cell, are what an interval would need.
-# - Frozen before the reveal, the rule scored 4/5 reserved questions: Wilson 38% to 96% with the
-#   cases independent, 50% to 100% resampling its 3 notices (questions on a notice depend on each
-#   other); TinyGPT 0/5. The log only grows; re-scoring marks cases as previously exposed.
-# - Clustering changes the interval, not the metric: the rate stays per question, against the
-#   per-question target, and both readings restrict the rule; TinyGPT is rejected. "Every question on
-#   a notice right" (2/3) is another metric: a rule right on exactly 95% of questions would score
-#   about 0.918 on it here, so it needs a target of its own.
-# - **The in-sample trap and its held-out check**: the anchor and its code reading were written from
-#   the 14 responses they were then checked on. On eight new authored responses the code reading
-#   missed two of the anchor's labels.
+#   group**.
+# - Reference loss is the mean of $-\log_2 p$ over the correct tokens; a rule has none, not 0.
+#   TinyGPT spends 10.9 bits per byte on `16:15` and 0.025 on `Paris`.
+# - TinyGPT succeeds on 0/9 development cases, raw or wrapped, and the rule on 9/9. A wrapper changes
+#   what is delivered, never the loss.
+# - Clarity-only weights pass a fluent wrong answer; a gate on source support stops it.
+# - A sharper anchor lifted the raters' kappa from 0.11 to 0.86, in-sample.
+# - The target was frozen before the reveal, and the brief read it from an append-only log.
+# - The rule scored 4/5 reserved questions (Wilson 38% to 96%), and TinyGPT 0/5: restrict the rule,
+#   reject TinyGPT, in both readings of the interval (Going further F).
+# - "Every question on a notice right" (2/3) is another metric, and needs its own target.
 #
 # **What it did not establish**
 #
-# - That the sharper anchor makes raters agree on new responses: the 0.86 is in-sample, and no
-#   rater labelled new items.
-# - Any effect of clarity on the decision: under the frozen weights, pass mark and gates it cannot
-#   change a verdict, and the brief reads task success only. That is a flaw of the protocol.
-# - How the rule does on notices in general: 3 reserved notices by one author, in a few templates;
-#   105 more questions answered right, from new notices and none failing, would be needed to claim
-#   95%.
-# - How well the cluster bootstrap covers with 3 notices: it has only 27 equally likely draws, and
-#   at 9/9 it cannot vary at all (the fallback there is Wilson over notices).
-# - Any reliability of the anchor beyond these 14 responses, with or without an interval.
+# - That the anchor makes raters agree on new responses, or any kappa interval worth trusting at
+#   n = 14.
+# - Any effect of clarity on the decision: under the frozen rubric it cannot change a verdict, and the
+#   brief never reads the rubric.
+# - How the rule does on notices in general: 3 reserved notices by one author, in a few templates.
+# - How well the cluster bootstrap covers with 3 notices (coverage, lesson 05).
 
 # %% [markdown]
 # ## Exercises
 #
 # Each exercise has one code cell. Write your code where the stub says, then run the cell: its last
-# lines check your answer and say what they expected if it is not right yet.
+# lines check your answer and, if it is not right yet, say what they expected.
 
 # %% [markdown]
 # ### Exercise 1: Another wrapper
 #
-# Write `wrap_last_time(response, notice=None, question=None)`, a wrapper that delivers the *last*
-# time in the response (and otherwise behaves like `ec.wrap_first_time`). Then run both wrappers on
-# the fourteen authored responses and list the ids the last-time wrapper gets right and the
-# first-time wrapper gets wrong (`fixed`), and the other way round (`broken`).
+# Write `wrap_last_time(response, notice=None, question=None)`: it delivers the *last* time in the
+# response, and otherwise behaves like `ec.wrap_first_time`. On the fourteen authored responses,
+# list the ids it gets right and the first-time wrapper gets wrong (`fixed`), and the other way
+# round (`broken`).
 #
-# *Hint:* `ec.wrap_first_time` shows the shape, and `re.findall(r"\d\d:\d\d", text)` finds the
-# times; `authored`, `examples` and `by_id` from section 3 give each response and its case. `x03`
-# and `x10` are the interesting ones.
+# *Hint:* copy the shape of `ec.wrap_first_time`; `re.findall(r"\d\d:\d\d", text)` finds the
+# times. `authored`, `examples` and `by_id` (section 3) give each response and its case. Watch `x03`
+# and `x10`.
 
 # %%
 # Exercise 1: define `wrap_last_time`; store the authored ids it fixes in `fixed`, those it breaks
@@ -1090,17 +897,17 @@ assert fixed and broken, f"expected the last-time wrapper to fix one response an
 print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
-# The two wrappers score the same total, on different cases: taking the last time repairs `x03`
-# and breaks `x10`, where the question's day comes first. A single count hides that trade; the list
-# of cases shows it.
+# The two wrappers score the same total, on different cases. Taking the last time repairs `x03` and
+# breaks `x10`, where the question's day comes first. A single count hides that trade; the list of
+# cases shows it.
 
 # %% [markdown]
 # ### Exercise 2: Does the loss prefer the right time?
 #
-# For each development case with a time reference, compute the reference loss (mean bits per
-# token) of *every* time its notice names, the correct one included. Store them in `time_losses`, a
-# dict from case id to `{time: mean bits}`, and list in `preferred` the case ids whose reference is
-# the cheapest time for the model. Does a low loss pick out the right answer?
+# For each development case with a time reference, compute the reference loss (mean bits per token)
+# of *every* time its notice names, the correct one included. Store them in `time_losses`, a dict from case id to
+# `{time: mean bits}`. List in `preferred` the case ids whose reference is the cheapest time. Does a
+# low loss pick out the right answer?
 #
 # *Hint:* `ec.reference_loss(model, tok, case_prompt(c), t).mean_bits` for a time `t`;
 # `re.findall(r"\d\d:\d\d", notice)` lists a notice's times.
@@ -1132,18 +939,18 @@ assert sorted(preferred) == sorted(i for i, d in time_losses.items() if min(d, k
 print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
-# The loss picks out the right time on two of the five cases, and one of those, `choir-mon`, has
-# only one time to choose from. On `exams-tue`, `library-wed` and `swimming-fri` the model finds a
-# wrong time from the same notice cheaper than the right one. That fits section 2: TinyGPT never saw
-# a notice, so its preferences among clock times say something about digits, not about the
-# question. A loss can rank answers only for a model that has learnt the task.
+# The loss picks out the right time on two of the five cases, and one of those, `choir-mon`, has only
+# one time to choose from. On `exams-tue`, `library-wed` and `swimming-fri` the model finds a wrong
+# time from the same notice cheaper. TinyGPT never saw a notice (section 2), so its preferences among
+# clock times say something about digits, not the question. A loss can rank answers only for a model
+# that has learnt the task.
 
 # %% [markdown]
 # ### Exercise 3: How much evidence is enough?
 #
-# The rule scored 4/5 reserved cases and answered 2/3 reserved notices in full (section 7's other
-# metric). For each of the two metrics, how many further successes, with no failures, would lift
-# its Wilson lower bound to 90%? To 95%? Store the answers in `needed`, a dict
+# The rule scored 4/5 reserved cases and 2/3 reserved notices in full (section 7's other metric). For
+# each metric, how many further successes, with no failures, would lift its Wilson lower bound to
+# 90%? To 95%? Store the answers in `needed`, a dict
 # `{"cases": {0.9: ..., 0.95: ...}, "notices": {0.9: ..., 0.95: ...}}`.
 #
 # *Hint:* `ec.cases_needed`, and `ec.all_right_rate(rule_res)` for the notices answered in full.
@@ -1168,22 +975,22 @@ assert all(m == 0 or ec.wilson_interval(_rates[u].k + m - 1, _rates[u].n + m - 1
 print("Exercise 3: check passed.")
 
 # %% [markdown] tags=["solution"]
-# Notices answered in full need more further successes than cases, for both targets: the one miss
+# Notices answered in full need more further successes than cases, for both targets. The one miss
 # weighs more among three units than among five (107 against 105 for 95%). The two counts answer
-# different questions, though, and only the cases count belongs to the per-question target; a target
-# for notices answered in full would be set on its own, and lower (section 7).
+# different questions, though. Only the cases count belongs to the per-question target. A target for
+# notices answered in full would be set on its own, and lower (section 7).
 
 # %% [markdown]
 # ### Exercise 4: Teach the rule "weekdays"
 #
-# Write `weekday_rule(response, notice, question)`, which answers as `ec.wrap_source_rule` does, but
-# when that gives `unknown` for a question about a day from Monday to Friday, takes the time of a
-# clause that says "weekdays". It must make `bus-mon` succeed and keep every development case right.
-# Then list in `fresh` the reserved case ids that the protocol log has *not* marked as exposed: the
-# ones that could still be fresh evidence for the new rule. Why is a perfect re-score on the reserved
-# cases no longer evidence, and what would you need instead?
+# Write `weekday_rule(response, notice, question)`. It answers as `ec.wrap_source_rule` does, but
+# when that gives `unknown` for a question about Monday to Friday, it takes the time of a clause that
+# says "weekdays". It must make `bus-mon` succeed and keep every development case right. Then list
+# in `fresh` the reserved case ids the protocol log has *not* marked as exposed, which could still be
+# fresh evidence. Why is a perfect re-score on the reserved cases no longer evidence, and what would
+# you need instead?
 #
-# *Hint:* split a notice into clauses with `re.split(r"(?<=[.;,])\s+", notice)`; `log.exposed()`,
+# *Hint:* split a notice into clauses with `re.split(r"(?<=[.;,])\s+", notice)`. See `log.exposed()`,
 # and the re-scoring cell in section 6 (`previously_exposed`).
 
 # %%
@@ -1223,20 +1030,20 @@ assert sorted(fresh) == sorted(i for i in reserved_ids if i not in log.exposed()
 print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
-# The new rule gets all five reserved cases, but `fresh` is empty: every reserved case was exposed
-# at the reveal, and the change was made *because* of `bus-mon`. A rule tuned on a case will score
-# well on it, so the 5/5 is development evidence, just as the raters' 0.86 was in-sample. A re-score
-# under a new frozen protocol would come back marked `previously_exposed`. Evidence for the new rule
-# needs new notices from new source groups, reserved and frozen before the rule is scored on them,
-# ideally including other phrasings ("Monday to Friday", "school days") that the fix did not see.
+# The new rule gets all five reserved cases, but `fresh` is empty: every reserved case was exposed at
+# the reveal, and the change was made *because* of `bus-mon`. A rule tuned on a case scores well on
+# it, so the 5/5 is development evidence, as the raters' 0.86 was in-sample. A re-score under a new
+# frozen protocol would come back `previously_exposed`. Evidence needs new notices from new source
+# groups, reserved and frozen before the rule is scored on them, ideally with phrasings the fix did
+# not see ("Monday to Friday", "school days").
 
 # %% [markdown]
 # ### Exercise 5: Make clarity matter
 #
-# Define `clarity_rubric`, a rubric under which clarity can change a verdict (a gate, a different
-# pass mark, different weights). Rerun the check of all label combinations from section 8 on it. Then
-# list in `changed` the authored responses (delivered raw) whose verdict differs between `RUBRIC` and
-# `clarity_rubric`. Why could this rubric not be scored on the revealed reserved cases?
+# Define `clarity_rubric`, a rubric under which clarity can change a verdict (a gate, a pass mark,
+# weights). Rerun section 8's check of all label combinations on it. List in `changed` the authored
+# responses (delivered raw) whose verdict differs between `RUBRIC` and `clarity_rubric`. Why could
+# this rubric not be scored on the revealed reserved cases?
 #
 # *Hint:* `ec.Rubric(weights, gates=..., threshold=...)`, and
 # `ec.score_development(authored_cases, authored, notices, "raw", rubric)`. With the format gate in
@@ -1267,10 +1074,376 @@ assert sorted(changed) == sorted(x for x, p, q in zip(authored, *_verdicts) if p
 print("Exercise 5: check passed.")
 
 # %% [markdown] tags=["solution"]
-# A gate on clarity alone changes nothing while the format gate stays: every answer that passes the
-# format gate is a bare value, which the anchored reading always calls clear. The solution therefore
-# drops the format gate and keeps format as points, which is a different intended use (a sentence
-# may now be delivered). Under it `x05`, `x06`, `x11` and `x14` now pass: correct, supported,
-# single-value sentences. This rubric is a protocol change made after the reveal, so the reserved
-# cases are exposed to it; scoring them would look like evidence and would not be. It needs a new
-# frozen protocol and fresh reserved notices.
+# A gate on clarity alone changes nothing while the format gate stays: every answer that passes it is
+# a bare value, which the anchored reading always calls clear. So the solution drops the format gate
+# and keeps format as points, a different intended use (a sentence may now be delivered). Under it
+# `x05`, `x06`, `x11` and `x14` pass: correct, supported, single-value sentences. This rubric is a
+# protocol change made after the reveal, so the reserved cases are exposed to it. Scoring them would
+# look like evidence and would not be; it needs a new frozen protocol and fresh reserved notices.
+
+# %% [markdown]
+# ## Going further
+#
+# Seven deeper looks at what the lesson found, each marked with its section. They use only names
+# defined before the Summary.
+#
+# ### A. Averaging over cases or over tokens (section 2)
+#
+# **Here the choice of average moves the loss figure.** A time is five bytes and `unknown` is seven.
+# So a mean over *all tokens* of all cases gives the `unknown` cases more say than the time cases,
+# while task success gives every case one vote. And the two kinds of reference cost the model
+# different amounts:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+kinds = {"time": [l for c, l in zip(dev, dev_loss.values()) if c["reference"] != ec.UNKNOWN],
+         "unknown": [l for c, l in zip(dev, dev_loss.values()) if c["reference"] == ec.UNKNOWN]}
+for kind, ls in kinds.items():
+    print(f"{kind:<8} references: {len(ls)}, {min(l.mean_bits for l in ls):.4g} to "
+          f"{max(l.mean_bits for l in ls):.4g} bits per token")
+per_case = sum(l.mean_bits for l in dev_loss.values()) / len(dev_loss)
+pooled = sum(sum(l.bits) for l in dev_loss.values()) / sum(len(l.bits) for l in dev_loss.values())
+print(f"mean over cases {per_case:.4g} bits | mean over all tokens {pooled:.4g} bits")
+assert max(l.mean_bits for l in kinds["unknown"]) < min(l.mean_bits for l in kinds["time"])
+assert pooled < per_case  # pooling gives the longer, cheaper 'unknown' references more weight
+
+# %% [markdown]
+# Every `unknown` costs the model less per byte than every clock time. Pooling the tokens counts each
+# `unknown` seven times and each time five, so it pulls the figure down from 10.67 to 10.33 bits.
+# Neither average is wrong. But two loss figures are comparable only if they were averaged the same
+# way.
+
+# %% [markdown]
+# ### B. Five candidates under the frozen rubric (section 4)
+#
+# **The gates stop good sentences that break the contract, and the wrapper breaks true ones.** The
+# chart scores five candidates under the rubric of section 4:
+#
+# - TinyGPT's recorded answers, raw and wrapped, and the source rule, all on the nine development
+#   cases;
+# - the fourteen authored responses, raw and wrapped.
+#
+# Its bars are the mean weighted score, the share passing on points alone, and the share passing once
+# the gates apply. The label above each group counts gate failures among answers that had enough
+# points.
+
+# %%
+POINTS_ONLY = ec.Rubric(weights, threshold=0.75)  # the frozen rubric without its gates
+setups = {"TinyGPT\nraw": (dev, responses, "raw"),  # candidate: (cases, responses, wrapper)
+          "TinyGPT\n+first time": (dev, responses, "first_time"),
+          "source\nrule": (dev, responses, "source_rule"),
+          "authored\nraw": (authored_cases, authored, "raw"),
+          "authored\n+first time": (authored_cases, authored, "first_time")}
+rubric_rows = []
+for name, (cases, resp, w) in setups.items():
+    gated_recs = ec.score_development(cases, resp, notices, w, RUBRIC)
+    points = ec.score_development(cases, resp, notices, w, POINTS_ONLY)
+    rubric_rows.append({"candidate": name, "n": len(cases),
+                        "mean score": sum(r["rubric_score"] for r in gated_recs) / len(cases),
+                        "pass (points)": sum(r["passed"] for r in points) / len(cases),
+                        "pass (gated)": sum(r["passed"] for r in gated_recs) / len(cases),
+                        "stopped by a gate": sum(p["passed"] and not g["passed"]
+                                                 for p, g in zip(points, gated_recs))})
+rubric_df = pd.DataFrame(rubric_rows).round(4)
+
+# %%
+fig, ax = plt.subplots(figsize=(10, 4))
+x = range(len(rubric_df))
+for k, (col, colour) in enumerate([("mean score", "tab:gray"), ("pass (points)", "tab:orange"),
+                                   ("pass (gated)", "tab:green")]):
+    xs = [i + (k - 1) * 0.27 for i in x]
+    ax.bar(xs, rubric_df[col], width=0.27, color=colour, label=col)
+    for xi, v in zip(xs, rubric_df[col]):
+        ax.text(xi, v + 0.01, f"{v:.2f}", ha="center", fontsize=7)
+for i, row in rubric_df.iterrows():
+    ax.text(i, 1.1, f"gates stopped {row['stopped by a gate']} of {row['n']}", ha="center",
+            fontsize=8)
+ax.set_xticks(list(x), [f"{c}\n(n={n})" for c, n in zip(rubric_df["candidate"], rubric_df["n"])])
+ax.set(ylim=(0, 1.2), ylabel="share / mean score (0-1)", xlabel="candidate (cases scored)",
+       title="Rubric by candidate: weights 2/1/1, pass mark 0.75, gates on support and format")
+ax.legend(loc="center left", fontsize=8)
+plt.show()
+
+# %%
+# NBVAL_CHECK_OUTPUT
+flat = rubric_df.assign(candidate=rubric_df["candidate"].str.replace("\n", " "))
+print(flat.to_string(index=False))
+assert rubric_df["stopped by a gate"].iloc[3] > 0  # fluent, true, but not in the contract's shape
+assert (rubric_df["pass (gated)"] <= rubric_df["pass (points)"]).all()
+
+
+# %% [markdown]
+# A weighted score on its own hides all three of these:
+#
+# - On the raw authored answers, four responses earn 0.75 on points (supported and clear) and are
+#   stopped by the format gate. They are good sentences, but the service promised a single value.
+# - The wrapper lifts the authored answers' pass rate from 0.14 to 0.50. But in `x03` and `x08` it
+#   turns a true sentence into a wrong time. Source support then drops to 0, and with its weight of 2
+#   that alone sinks them to 0.5, below the pass mark. They fail on points before any gate is needed.
+# - The two answers the gates still stop after wrapping, `x05` and `x11`, are correct sentences with
+#   no time in them. The wrapper leaves them as they are, and the format gate fails them.
+#
+# So print the per-case task success and the list of gate failures next to a weighted score.
+
+# %% [markdown]
+# ### C. Why the kappa intervals cannot be trusted (section 5)
+#
+# **At n = 14, a bootstrap interval for kappa mostly says whether one item was drawn.** The cell
+# below resamples the 14 items with replacement, 2000 times (the percentile bootstrap of lesson 01),
+# and computes kappa on each resample.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+def kappa_stat(values, weights):
+    # Cohen's kappa on each bootstrap resample: values (n, 2) = labels of A and B; weights (R, n) =
+    # how many times each item is drawn in each resample (not the rubric's weights).
+    a, b, total = values[:, 0], values[:, 1], weights.sum(-1)
+    p_o = (weights * (a == b)).sum(-1) / total
+    p_a, p_b = (weights * a).sum(-1) / total, (weights * b).sum(-1) / total
+    p_e = p_a * p_b + (1 - p_a) * (1 - p_b)
+    return (p_o - p_e) / (1 - p_e)  # nan where every resampled label is the same (kappa undefined)
+
+
+def kappa_draws(a, b, copies=1):
+    # kappa on each of 2000 resamples of the items (the labels repeated `copies` times), undefined ones left out
+    draws = ec.bootstrap_distribution([[x, y] for x, y in zip(a * copies, b * copies)], statistic=kappa_stat)
+    return draws[draws.isfinite()], int((~draws.isfinite()).sum())
+
+
+degenerate = {}
+for phase, a, b in [("before", a0, b0), ("after", a1, b1)]:
+    kept, undefined = kappa_draws(a, b)
+    low, high = torch.quantile(kept, torch.tensor([0.025, 0.975], dtype=kept.dtype)).tolist()
+    degenerate[phase] = {"exactly 0": (kept == 0).double().mean().item(),
+                         "exactly 1": (kept == 1).double().mean().item()}
+    print(f"{phase}: kappa {ec.cohen_kappa(a, b):.4g}, 95% bootstrap interval {low:.4g} to {high:.4g} "
+          f"({undefined} of {len(kept) + undefined} resamples undefined, left out)")
+    print(f"   resamples with kappa exactly 0: {degenerate[phase]['exactly 0']:.1%}, "
+          f"exactly 1: {degenerate[phase]['exactly 1']:.1%}")
+assert degenerate["before"]["exactly 0"] > 0.3 and degenerate["after"]["exactly 1"] > 0.3, degenerate
+
+# %% [markdown]
+# Look at what produced the ends of the two intervals:
+#
+# - Before the anchor, rater A says "unclear" to one response in 14. About a third of the resamples
+#   (33%) miss that one response. Then A's labels are all 1, so $p_A = 1$ and $p_e = p_B$. That is
+#   also the observed agreement $p_o$, so kappa is exactly 0. The interval's lower end is those
+#   degenerate resamples, not a plausible kappa.
+# - After the anchor, the two raters disagree on one response (`x08`). The 37% of resamples that miss
+#   it agree perfectly and give kappa exactly 1, the interval's upper end.
+#
+# A resample misses a given item with probability (13/14)^14 ≈ 35%. With n items it is (1 − 1/n)^n,
+# which hardly changes once n passes 10 and tends to e^-1 ≈ 37%. The 33% and 37% printed above are
+# that 35%, seen through 2000 random resamples. So more items help only if they add to the rare
+# cell, the cell of the confusion table that holds a single item. With one item there, a percentile
+# interval is mostly a statement about whether that item was drawn.
+#
+# What would make an interval trustworthy is **more items**: enough that each rare cell (A's
+# "unclear", the disputes) holds several of them. A resample misses all m items of a cell with
+# probability about e^-m, 37% at m = 1 and under 1% at m = 5. Suppose the same pattern held on five
+# times as many items (70, with five of each rare kind). Then the degenerate resamples all but
+# vanish:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+for phase, a, b in [("before", a0, b0), ("after", a1, b1)]:
+    kept, _ = kappa_draws(a, b, copies=5)
+    low, high = torch.quantile(kept, torch.tensor([0.025, 0.975], dtype=kept.dtype)).tolist()
+    print(f"{phase}, the 14 labels five times over: 95% interval {low:.4g} to {high:.4g}; "
+          f"exactly 0: {(kept == 0).double().mean().item():.1%}, exactly 1: {(kept == 1).double().mean().item():.1%}")
+    assert ((kept == 0) | (kept == 1)).double().mean().item() < 0.02
+
+# %% [markdown]
+# That is a thought experiment, not data. Repeating 14 labels five times is not 70 new responses, and
+# the narrower interval it prints is not evidence about these raters. It shows what the study needs:
+# new responses, rated by both raters, until the rare cells are no longer single items.
+
+# %% [markdown]
+# ### D. The code reading of the anchor, in and out of sample (section 5)
+#
+# **The code reading matches the raters on its own items, and misses two of eight new ones.**
+# `ec.anchored_clarity` matches every label on which the raters agree. But it was written from these
+# same items, so this too is in-sample:
+
+# %%
+machine = [ec.anchored_clarity(r) for r in authored.values()]
+agreed = [i for i in range(len(a1)) if a1[i] == b1[i]]
+assert all(machine[i] == a1[i] for i in agreed)
+print(f"matches the raters on all {len(agreed)} agreed labels; "
+      f"on the dispute (x08) it says {machine[list(examples).index('x08')]}")
+
+# %% [markdown]
+# A held-out check of the code reading is something we *can* run. Below are eight new responses to
+# development questions, **authored for this check and fictional**. Each comes with the label the
+# lesson's author gives it by reading the anchor text. They were not among the 14 that the anchor and
+# the code were written from. This is one reader's reading, not a rater study. So it tests the code
+# against the anchor's words, not the anchor against raters.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+held_out_clarity = [  # (case, authored response, the author's reading of the anchor)
+    ("chess-thu", "Thursday, 16:15.", 1),
+    ("exams-wed", "There is no history exam on the notice.", 1),
+    ("swimming-fri", "Year 8 swims at twenty-five past eleven on Friday.", 1),  # one time, in words
+    ("swimming-fri", "11:25 on Friday, not Thursday.", 1),  # one value; "not" points at the day
+    ("choir-mon", "Choir is at 12:40, or maybe 12:45?", 0),  # two times and a question
+    ("library-wed", "The library is open 08:00-18:00 on Wednesday.", 0),  # two times to choose from
+    ("chess-fri", "I'm not sure; try 15:30.", 0),  # a hedge plus another day's time
+    ("library-sat", "Closed for stocktaking, so there is no opening time on Saturday.", 1),
+]
+code_says = [ec.anchored_clarity(r) for _, r, _ in held_out_clarity]
+misses = [(r, want, got) for (_, r, want), got in zip(held_out_clarity, code_says) if want != got]
+print(f"code agrees with the anchor's reading on {len(held_out_clarity) - len(misses)} of "
+      f"{len(held_out_clarity)} new responses")
+for r, want, got in misses:
+    print(f"  {r!r}: anchor says {want}, code says {got}")
+assert len(misses) == 2, f"expected the code to miss 2 of the anchor's labels, got {misses}"
+
+# %% [markdown]
+# On its own 13 agreed items the code was perfect. On eight new ones it misses two, both in the same
+# direction. It calls a clear answer unclear when the time is written in words, or when a "not"
+# refers to something other than the time. Eight authored items cannot give a rate. But they are
+# enough to show that "matches every agreed label" was a statement about the items the rule was
+# written from.
+
+# %% [markdown]
+# ### E. What TinyGPT was trained on (section 6)
+#
+# **None of the notices' times or phrases occur in TinyGPT's training text.** For TinyGPT we can do
+# better than usual, because its whole training text is in `data/fixtures.json`. The probes are every
+# time the notices name, and a few of their words and phrases:
+
+# %%
+train = json.loads(ec.FIXTURES_PATH.read_text(encoding="utf-8"))["train"]
+train_text = " ".join(train["statements"] + [q + " " + a for q, a in train["qa"]])
+probes = {t for n in notices.values() for t in re.findall(r"\d\d:\d\d", n)}  # every notice time
+probes |= {"notice", "Notice", "chess", "Year 8", "library", "rehearsal", "Bus 7"}
+found = sorted(p for p in probes if p in train_text)
+print(len(probes), "probe strings; found in the training text:", found)
+assert not any(p in train_text for p in probes)
+
+# %% [markdown]
+# That clears TinyGPT only. The cases are published, so a future model may still have read them
+# (section 6).
+
+# %% [markdown]
+# ### F. Small numbers, and questions that share a notice (sections 7 and 8)
+#
+# **Few cases give wide intervals, and questions on one notice are not independent cases.** First, a
+# check on intuition: one success in four.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+one_in_four = ec.success_rate([{"success": s} for s in (True, False, False, False)])
+print(one_in_four)
+assert abs(one_in_four.low - 0.0456) < 1e-4 and abs(one_in_four.high - 0.6994) < 1e-4
+
+# %% [markdown]
+# 25% on four cases is compatible with anything from about 5% to 70%. Four cases tell you about those
+# four cases, and very little about how often the system would succeed in general.
+#
+# **Resampling whole notices changes the interval, not the rate, and here not the decision.** A
+# Wilson interval also assumes that every case is an independent draw. Ours are not. Questions on one
+# notice share its wording and its template, and section 1 already treats them as one piece of
+# evidence when splitting.
+#
+# The target was frozen per question (95% of questions answered exactly), so the rate stays per
+# question: k of n cases. What changes is how much that rate could move with other notices. For that
+# we resample whole notices, a **cluster bootstrap**: each resample draws notices with replacement
+# and keeps every question of each notice drawn. In evalcore it is
+# `ec.success_rate(records, group_key="source_group")`. When every notice has the same rate (every
+# one all right, say, or every one all wrong), every resample gives that rate and the bootstrap
+# cannot vary at all. Then it falls back to Wilson with n = the number of notices, the cautious
+# extreme that treats each notice as a single question.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+clustered = {}
+for name, recs in [("source rule, development", dev_rule), ("source rule, reserved", rule_res)]:
+    clustered[name] = ec.success_rate(recs, group_key="source_group")
+    print(f"{name}:\n   cases independent:  {ec.success_rate(recs)}\n   notices resampled:  {clustered[name]}")
+    per = {}
+    for r in recs:
+        per.setdefault(r["source_group"], []).append(r["success"])
+    print("   per notice:", {g: f"{sum(v)}/{len(v)}" for g, v in per.items()})
+reserved_rate = clustered["source rule, reserved"]
+assert (reserved_rate.k, reserved_rate.n) == (4, 5), reserved_rate  # still per question
+assert (reserved_rate.low, reserved_rate.high) == (0.5, 1.0), reserved_rate
+assert "Wilson over 5" in clustered["source rule, development"].method
+
+# %% [markdown]
+# On the reserved cases the rate is still 4/5. Resampling the three notices gives 50% to 100%,
+# against Wilson's 37.6% to 96.4% for five independent cases. The lower end is higher, though
+# resampling notices is meant to be the more careful reading. A resample's rate is a weighted
+# average of the notices' own rates (1/1, 1/2, 2/2), so it never falls below the worst of them, 1/2.
+# With three notices the bootstrap is coarse: less cautious, not more.
+#
+# On the development cases every notice is all right, so every resample is 100%. A bootstrap that
+# cannot move is no interval at all: the same failure the Wilson interval was chosen to avoid at
+# n/n. The fallback, Wilson over the 5 notices, gives 56.6% to 100%.
+#
+# **How sure are we?**
+#
+# - The bootstrap is crude here. Three notices allow only 27 equally likely draws, so its ends are
+#   the worst and best of a handful of possible rates. All three notices drawn as the bus notice
+#   gives 1/2, and any draw without it gives 100%.
+# - Both readings still assume the notices are independent draws from the notices the service will
+#   meet. Eight notices by one author in a few templates are not.
+#
+# The same briefs as in section 8, with the interval resampling notices:
+
+# %%
+# NBVAL_CHECK_OUTPUT
+notice_briefs = {name: ec.decision_brief(name, use, recs, log, f["protocol_sha256"],
+                                         group_key="source_group")
+                 for name, recs, f in candidates}
+for b in notice_briefs.values():
+    print(f"{b['candidate']}, notices resampled: {b['decision'].upper()}")
+    for line in [b["reasons"][0], b["would_change"][0]]:
+        print("   -", line)
+in_full = ec.all_right_rate(rule_res)  # the other metric, held by mistake to the per-question target
+print(f"notices answered in full {in_full}: held to 95% it would read 'reject'")
+assert notice_briefs["source rule"]["decision"] == briefs["source rule"]["decision"] == "restrict"
+assert notice_briefs["TinyGPT + first time"]["decision"] == "reject"
+assert (in_full.k, in_full.n) == (2, 3) and in_full.high < 0.95, in_full
+questions_needed = ec.cases_needed(4, 5, 0.95)
+assert questions_needed == 105, f"expected 105 further questions, got {questions_needed}"
+
+# %% [markdown]
+# **Both readings restrict the rule and reject TinyGPT.** With the notices resampled, the rule's 4/5
+# has an interval of 50% to 100%, which still straddles the target. Neither reading is strong: five
+# questions on three notices cannot settle a 95% claim either way.
+
+# %% [markdown]
+# ### G. The brief in words (section 8)
+#
+# For the source rule, **decision: restrict** (details in the last two items):
+#
+# - **Intended use**: answer learners' time questions from approved notices, returning one time or
+#   `unknown`.
+# - **Case mix**: 14 questions on 8 invented notices in a handful of templates, 6 of them `unknown`.
+#   Reserved: 5 questions on 3 notices.
+# - **Evidence**: per question, 9/9 on development and 4/5 on reserved. With the cases treated as
+#   independent, the Wilson intervals are 70% to 100% and 38% to 96%. With notices resampled, since
+#   questions on a notice depend on each other, they are 57% to 100% and 50% to 100%. (At 9/9 the
+#   bootstrap cannot vary, so the first is Wilson over 5 notices. With three notices the 50% is just
+#   the worst notice's own rate.)
+# - **Failures**: no wrong time was delivered. The one miss said `unknown` for a time the notice
+#   states as "weekdays".
+# - **Another metric**: notices answered in full, 5/5 and 2/3. The protocol froze no target for it.
+# - **Rubric and raters**: under the frozen rubric the rule passes exactly where it succeeds. The
+#   clarity criterion could not have changed any verdict, so the decision rests on task success
+#   alone.
+# - **Decision: restrict**, in either reading of the interval. The evidence neither shows that the
+#   rule meets 95% per question nor rules it out. Allow only a narrower use: only notices in the
+#   tested templates, with every `unknown` passed to a person. That is a new intended use, with its
+#   own frozen protocol and its interval resampling notices.
+# - **What would change it**: new notices from new source groups, sampled the way real notices
+#   arrive. To accept, 105 further questions answered right, with none failing, would be needed to
+#   lift the Wilson lower bound to 95%. More would be needed if several come from one notice. A
+#   single wrong time would mean reject.
+#
+# TinyGPT is rejected in either reading, with 0/5 reserved cases. Its interval tops out near 43% with
+# the cases independent, and near 56% over its 3 notices. Neither brief claims readiness. Filling in
+# every field, or scoring well on the rubric, does not by itself show that the service is fit to
+# deploy.

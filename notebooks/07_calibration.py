@@ -15,32 +15,33 @@
 # %% [markdown]
 # # 07 · Calibration: is the model right as often as it claims to be?
 #
-# A model that says "90 % sure" should be right about 90 % of the time when it says so. That property
-# is **calibration**, and the four evals so far do not measure it: exact match only asks whether the
-# answer is right, never how sure the model was. This lesson builds a calibration eval from the
-# model's own softmax, and then asks how much 20 questions can tell us about it.
+# A model that says "90 % sure" should be right about 90 % of the time when it says so. That
+# property is **calibration**. The four evals so far do not measure it: exact match asks only
+# whether the answer is right, never how sure the model was. This lesson builds a calibration eval
+# from the model's own softmax, then asks how much 20 questions can tell us about it.
 #
 # **What you will learn**
 #
 # - how to get an honest confidence out of a language model: score each answer of a multiple-choice
-#   question by teacher forcing (the same next-token losses as perplexity) and take a softmax;
-# - reliability diagrams, confidence histograms, **ECE** (count-weighted |accuracy - confidence|) and
-#   **MCE** (the worst bin), with equal-width and equal-mass bins;
+#   question by teacher forcing, then take a softmax;
+# - reliability diagrams, confidence histograms, **ECE** (count-weighted |accuracy − confidence|)
+#   and **MCE** (the worst bin), with equal-width and equal-mass bins;
 # - the edge case a widely used library gets wrong: a confidence of exactly 1.0;
-# - temperature: how dividing the scores by T makes a model over- or under-confident, and what
-#   temperature scaling fitted on the very items it is scored on does to the numbers (this lesson's
-#   **in-sample trap**), checked over 200 held-out splits rather than one, split by split;
+# - how dividing the scores by a temperature T makes a model over- or under-confident;
+# - what temperature scaling fitted on the very items it is scored on does (the **in-sample trap**),
+#   checked split by split over 200 held-out splits;
 # - what it means when a fitted temperature stops at the end of its search grid;
-# - the **noise floor**: a perfectly calibrated predictor still shows ECE ≈ 0.1 on 100 examples, so 20
-#   examples cannot establish calibration; the floor depends on where the confidences sit, so we draw
-#   it both from uniform confidences and from the model's own; and how the number of bins moves ECE;
+# - the **noise floor**: a perfectly calibrated predictor still shows ECE ≈ 0.1 on 100 examples, so
+#   20 examples cannot establish calibration, and the floor depends on where the confidences sit;
+# - how the number of bins moves ECE;
 # - which tokens a multiple-choice score counts: lm-evaluation-harness leaves out the token that
 #   closes the answer, and so does evalcore by default.
 #
-# **Time needed:** about 85 minutes.
+# **Time needed:** about 90 minutes.
 #
-# **Builds on:** lesson 01 (teacher-forced next-token losses), lesson 02 (exact match) and lesson 05
-# (the aggregate). Nothing is trained here: both checkpoints load in a moment.
+# **Builds on:** lessons 01 (log-likelihoods, the softmax, paired differences), 02 (exact match, the
+# Wilson interval), 05 (the aggregate) and 06 (teacher forcing, the in-sample trap). Nothing is
+# trained here: the shipped checkpoint and the under-trained one (section 3) load in a moment.
 
 # %%
 import math
@@ -61,15 +62,17 @@ pd.set_option("display.max_colwidth", 60)
 # %% [markdown]
 # ## 1. A multiple-choice test from the facts we already have
 #
-# Free-form answers make confidence murky (more on that in section 7). Multiple choice makes it
-# clean: for each question we score every candidate answer, turn the scores into probabilities, and
-# the model's **confidence** is the probability of its top choice. It is **correct** when that top
-# choice is the gold one.
+# Multiple choice gives a clean confidence. By that measure TinyGPT is over-confident: right on 12
+# of 20 questions, but 0.89 sure on average.
 #
-# `ec.multiple_choice_items()` turns the 20 exact-match questions into 4-way items. The gold answer is
-# the question's first reference. The three distractors are other answers *of the same kind*
+# Free-form answers make confidence murky (section 7). With multiple choice we score every candidate
+# answer and turn the scores into probabilities. The model's **confidence** is the probability of
+# its top choice. It is **correct** when that top choice is the gold one.
+#
+# `ec.multiple_choice_items()` turns the 20 exact-match questions into 4-way items. The gold answer
+# is the question's first reference. The three distractors are other answers *of the same kind*
 # (`data/multiple_choice.json` groups them: cities, places, quantities, substances, categories,
-# times), drawn with a seed so the test is the same on every machine.
+# times). They are drawn with a seed, so the test is the same on every machine.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -82,13 +85,17 @@ pd.DataFrame({"question": [it["question"] for it in items],
                                              for it in items]}).head(8)
 
 # %% [markdown]
-# Each candidate is scored by its log-likelihood given the prompt: the prompt `INST question RESP`,
-# then the candidate's bytes, with the model predicting every token from the ones before it. That is
-# teacher forcing, exactly as in perplexity: `ec.completion_logliks` builds the windows and calls
-# `ec.token_losses`, the function behind `perplexity_eval`. The `PAD` that would close the answer is
-# **not** scored. That is lm-evaluation-harness's rule for multiple choice: each request is the
-# context and the continuation `" " + choice`, nothing after it (`ConfigurableTask.construct_requests`
-# in `lm_eval/api/task.py`), and evalcore follows it so that its numbers compare with lm-eval's.
+# Each candidate is scored by its log-likelihood (lesson 01) after the prompt `INST question RESP`.
+# `INST` and `RESP` are TinyGPT's special tokens that open a question and its answer. The model
+# predicts each of the candidate's bytes from the true ones before it: **teacher forcing** (lesson
+# 06), exactly as in perplexity. The candidate's score is the *sum* of its bytes' log-likelihoods.
+# `ec.choice_logliks` scores every choice this way, through `ec.completion_logliks` and
+# `ec.token_losses`, the function behind `perplexity_eval`.
+#
+# The model was trained to close an answer with `PAD` (lesson 01), and that `PAD` is **not** scored.
+# That is lm-evaluation-harness's rule for multiple choice: each request is the context and the
+# continuation `" " + choice`, nothing after it. evalcore follows that rule, so that its numbers
+# compare with lm-eval's. Only the space differs: in evalcore the choice follows `RESP` directly.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -102,9 +109,10 @@ for choice, ll, p in zip(items[0]["choices"], logliks[0], probs):
 # "Paris" is far more likely than the other cities, so the model is all but certain.
 #
 # Leaving out the closing token is a choice, and it moves the numbers. Scoring it as well
-# (`end_token=True`) also asks whether the answer *stops* there, so "Paris" would no longer collect
-# credit as the start of "Paris is the capital of France"; lm-eval does not ask that. On this test
-# the two rules pick different answers for a few questions:
+# (`end_token=True`) also asks whether the answer *stops* there. Without it, the score of "Paris"
+# also covers every longer answer that starts with "Paris", such as "Paris is the capital of
+# France". lm-eval does not ask that. On this test the two rules pick a different answer for one
+# question:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -119,14 +127,15 @@ print("questions whose pick changes:", flips)
 assert flips and ec.calibration_result(items, with_end).extras["accuracy"] != 0.6
 
 # %% [markdown]
-# One question in twenty changes its pick (Italy's capital), and with it the accuracy moves by 0.05
-# and the ECE from 0.29 to 0.38: a harness's quiet choice of which tokens to count is part of the
-# number it reports. Lesson 11 shows the same choice moving the
-# BPE model's accuracy by ten points. Report the rule with the score; this lesson uses lm-eval's.
+# That question is Italy's capital. With it the accuracy moves by 0.05, and the ECE (section 2) from
+# 0.29 to 0.38. A harness's quiet choice of which tokens to count is part
+# of the number it reports. Lesson 11 shows the same choice moving its GPT-2 model's accuracy by ten
+# points. Report the rule with the score. This lesson uses lm-eval's.
 #
-# Now the whole test: `ec.calibration_result` turns the log-likelihoods into one record per item and an
-# `EvalResult` named `"calibration"` whose value is the ECE. (`ec.calibration_eval(model, tok)` does
-# both steps in one call; we keep the log-likelihoods because section 3 reuses them.)
+# `ec.calibration_result` turns the log-likelihoods into an `EvalResult` (lesson 01) named
+# `"calibration"`, with one record per item; its value is the ECE.
+# (`ec.calibration_eval(model, tok)` does both steps in one call. We keep the log-likelihoods
+# because section 3 reuses them.)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -138,8 +147,8 @@ print(f"ECE {cal.value:.4g}   MCE {x['mce']:.4g}")
 # %% [markdown]
 # The model picks the gold answer on 12 of the 20 items, but its average confidence is 0.89: it
 # looks **over-confident**. Is a gap of 0.29 more than 20 items' noise? The accuracy's own Wilson
-# interval answers it: if the mean confidence lies above the whole interval, the model claims more
-# than its answers support.
+# interval (lesson 02) answers it. If the mean confidence lies above the whole interval, the model
+# claims more than its answers support.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -152,11 +161,26 @@ assert x["mean_confidence"] > acc_high  # over-confident beyond the accuracy's o
 assert 0.25 < cal.value < 0.35
 
 # %% [markdown]
+# It does: 0.89 lies above the interval, 0.39 to 0.78.
+#
+# **How sure are we?**
+#
+# - Section 5 asks what an ECE on 20 items can show.
+# - The closing-token rule moves the ECE from 0.29 to 0.38.
+#
+# *Sources:* lm-eval's rule is `ConfigurableTask.construct_requests` in `lm_eval/api/task.py`.
+
+# %% [markdown]
 # ## 2. Reliability diagram, bins, ECE and MCE
+#
+# In every bin that holds a prediction, TinyGPT's accuracy is below its confidence: ECE 0.29, MCE
+# 0.64. Only the top bin, with 12 of the 20 items, holds enough for that to be clear on its own.
 #
 # Calibration is measured in **bins** of confidence. With 10 equal-width bins, a prediction at
 # confidence 0.93 goes into [0.9, 1]. In each bin we compare the **mean confidence** with the
 # **accuracy** (the fraction correct). A calibrated model has the two equal in every bin.
+# (Equal-mass bins split the predictions, sorted by confidence, into runs of as nearly equal size as
+# possible; section 6 uses them.)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -164,12 +188,13 @@ bins = pd.DataFrame(x["bins"]).dropna().round(4)  # empty bins have None: droppe
 bins
 
 # %% [markdown]
-# **ECE** is the average gap, weighting each bin by how many predictions it holds:
-# ECE = Σ (count / n) · |accuracy − confidence|. **MCE** is the largest gap in any non-empty bin. A
-# bin with one prediction can set the MCE on its own, which is why MCE is so jumpy on small tests.
-# Let's check both against the table:
+# **ECE** (expected calibration error) is the average gap, weighting each bin by how many
+# predictions it holds: ECE = Σ (count / n) · |accuracy − confidence|. **MCE** (maximum calibration
+# error) is the largest gap in any non-empty bin. Let's check both against the table, and give each
+# bin's accuracy its Wilson interval:
 
 # %%
+# NBVAL_CHECK_OUTPUT
 n = bins["count"].sum()
 assert n == len(items), f"expected the bins to hold all {len(items)} items, got {n}"
 assert abs((bins["count"] * bins["gap"]).sum() / n - cal.value) < 1e-3  # the table is rounded
@@ -178,13 +203,21 @@ top = bins.iloc[-1]
 assert top["lo"] == 0.9 and top["count"] == 12 and abs(top["accuracy"] - 8 / 12) < 1e-4, \
     f"expected a top bin from 0.9 with 12 items, 8 right; got {dict(top)}"  # 8 of 12 right
 assert (bins.loc[bins["hi"] <= 0.7, "accuracy"] == 0).all()  # everything below 0.7 is wrong
+wilson = [ec.wilson_interval(round(b["accuracy"] * b["count"]), int(b["count"])) for _, b in bins.iterrows()]
+for (_, b), (w_lo, w_hi) in zip(bins.iterrows(), wilson):
+    shut = "]" if b["hi"] == 1 else ")"  # the top bin is closed
+    print(f"bin [{b['lo']:g}, {b['hi']:g}{shut}: {int(b['count']):>2} items, accuracy's Wilson interval "
+          f"{w_lo:.2f} to {w_hi:.2f}, mean confidence {b['confidence']:.2f}")
+beyond = [b["lo"] for (_, b), (_, w_hi) in zip(bins.iterrows(), wilson) if b["confidence"] > w_hi]
+assert beyond == [0.9], beyond  # only the top bin's confidence lies above its accuracy's interval
 
 
 # %% [markdown]
 # The **reliability diagram** draws the table: one bar per bin at the bin's accuracy, against the
-# diagonal where accuracy equals confidence. Bars below the diagonal mean over-confidence. Next to
-# it, the **confidence histogram** shows where the predictions sit. Both matter: a bin far off the
-# diagonal with one prediction in it costs little ECE.
+# diagonal where accuracy equals confidence. Bars below the diagonal mean over-confidence. A bin
+# with accuracy 0 has no bar, only its count and its red line. Next to it, the **confidence
+# histogram** shows where the predictions sit. Both matter: a bin far off the diagonal with one
+# prediction in it costs little ECE.
 
 # %%
 def reliability(ax, result, title):
@@ -211,16 +244,24 @@ plt.show()
 
 # %% [markdown]
 # Most items, 12 of 20, sit in the top bin, where 8 are right: accuracy 0.67 against a confidence of
-# 0.98. Every non-empty bin is over-confident. The two items below 0.7, both near 0.64, are both
-# wrong, and their bin sets the MCE (0.64).
+# 0.98. The two items below 0.7, both near 0.64, are both wrong, and their bin sets the MCE (0.64).
+#
+# **How sure are we?**
+#
+# - Only the top bin's gap is beyond its own noise: its accuracy's Wilson interval, 0.39 to 0.86,
+#   lies below its confidence. The other bins hold 2 or 3 items, and each interval contains its
+#   bin's confidence.
+# - A bin with one prediction can set the MCE on its own, which is why MCE is so jumpy on small
+#   tests. Here two items set it.
 #
 # ### The confidence-1.0 edge case
 #
+# A confidence of exactly 1.0 belongs in the top bin, and torchmetrics puts it elsewhere.
 # Equal-width bins need a rule for the boundaries. evalcore's rule is that of `numpy.histogram`:
-# each bin is [lo, hi), except the top one, which is closed, [0.9, 1.0]. A confidence of exactly 1.0
-# therefore lands in the top bin. torchmetrics' `calibration_error` uses left-closed bins too, but
-# gives 1.0 a bin of its own, an (n_bins + 1)-th one (torchmetrics issue #3510, still open). On two
-# predictions, 0.95 (right) and 1.0 (wrong), the two rules disagree:
+# each bin is [lo, hi), holding its lower edge but not its upper one. The top bin is closed, [0.9,
+# 1.0], so it holds 1.0. torchmetrics' `binary_calibration_error` also puts each edge in the bin
+# above it, but gives 1.0 a bin of its own, an (n_bins + 1)-th one. On two predictions, 0.95
+# (right) and 1.0 (wrong), the two rules disagree:
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -232,25 +273,40 @@ print(f"evalcore {ours:.4g}   torchmetrics {theirs:.4g}")
 
 # %% [markdown]
 # evalcore gives 0.475: one bin, accuracy 0.5, confidence 0.975. torchmetrics gives 0.525: the 1.0
-# sits alone in a bin with accuracy 0. A softmax reaches exactly 1.0 more often than you might think
-# (float32 rounds 1 − 1e-8 up to 1). Away from 1.0 the two binnings are the same, and the numbers
-# agree. Our model's highest confidence is 0.999993, just below 1.0, so it agrees here:
+# sits alone in a bin with accuracy 0 (gap 1), and the 0.95 alone in another (gap 0.05), so ½ · 1 +
+# ½ · 0.05. A softmax reaches exactly 1.0 more often than you might
+# think. **float32**, PyTorch's default number format, keeps about seven significant digits, so it
+# rounds 1 − 1e-8 up to 1. Away from 1.0 the two binnings are the same, and the numbers agree. Our
+# model's highest confidence is 0.999993, just below 1.0, so it agrees here:
 
 # %%
 assert abs(ours - 0.475) < 1e-12 and abs(theirs - 0.525) < 1e-6
 confs = torch.tensor([r["confidence"] for r in cal.per_example])
 hits = torch.tensor([int(r["correct"]) for r in cal.per_example])
 assert confs.max() < 1.0
+print(f"our model's highest confidence: {float(confs.max()):.6f}")
 tm = float(binary_calibration_error(confs, hits, n_bins=10, norm="l1"))
 assert abs(tm - cal.value) < 1e-5  # same bins, same ECE
 
 # %% [markdown]
+# *Sources:* torchmetrics issue #3510 (the extra bin), still open.
+
+# %% [markdown]
 # ## 3. Over- and under-confidence: temperature
 #
-# Dividing the log-likelihoods by a **temperature** T before the softmax keeps the ranking (so the
-# accuracy is unchanged) but moves the confidence: T < 1 sharpens, T > 1 flattens. We look at
-# T = 0.5 and T = 2, the usual pair, and at T = 30 too, because on this model T = 2 is still not
-# enough to reach under-confidence.
+# A temperature T (defined just below) never changes the accuracy, 0.60. At T = 2 the mean
+# confidence falls to 0.76: still above the accuracy, but inside its Wilson interval (0.39 to 0.78).
+# So by section 1's test the over-confidence is no longer clear. T = 30 makes the model
+# under-confident (0.30, below the whole interval).
+#
+# A **temperature** T divides the log-likelihoods before the softmax. That keeps the ranking, and so
+# the accuracy; only the confidence moves: T < 1 sharpens, T > 1 flattens. We look at T = 0.5
+# and T = 2, a factor of two either side of 1, and at T = 30. The table's `nll` (negative
+# log-likelihood, lesson 01) is the mean over the 20 items of −ln p(gold), where p(gold) is the
+# probability the softmax gives the gold choice.
+#
+# This T is not the **sampling temperature** of text generation, which makes sampled text more or
+# less varied. Nothing is sampled here: T only rescales a question's four scores before the softmax.
 
 # %%
 temps = [0.5, 1.0, 2.0, 30.0]
@@ -267,7 +323,7 @@ acc = {t: r.extras["accuracy"] for t, r in by_t.items()}
 conf_t = {t: r.extras["mean_confidence"] for t, r in by_t.items()}
 assert len(set(acc.values())) == 1, f"expected one accuracy at every T, got {acc}"  # temperature never changes which choice wins
 assert by_t[0.5].value > by_t[1.0].value > by_t[2.0].value  # sharper is worse here
-assert conf_t[2.0] > acc[2.0]  # T = 2: still over-confident
+assert conf_t[2.0] > acc[2.0]  # T = 2: mean confidence still above the accuracy
 assert conf_t[30.0] < acc[30.0]  # T = 30: under-confident
 assert all(b["accuracy"] > b["confidence"] for b in by_t[30.0].extras["bins"] if b["count"])
 top_half = by_t[0.5].extras["bins"][-1]["count"]
@@ -283,10 +339,11 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# At T = 0.5 almost everything (17 of 20) is pushed into the top bin. At T = 30 every bar sits
-# *above* the diagonal: the model is now right more often than it claims.
+# At T = 0.5 almost everything (17 of 20) is pushed into the top bin, and the ECE rises to 0.36. At
+# T = 2 it falls to 0.26. At T = 30 every bar sits *above* the diagonal: the model is now right more
+# often than it claims.
 #
-# How does the under-trained checkpoint compare? It is right far less often, yet still fairly sure:
+# How does the under-trained checkpoint compare?
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -299,15 +356,25 @@ assert e["accuracy"] < x["accuracy"] and early.value > cal.value
 assert e["mean_confidence"] > 2 * e["accuracy"]
 
 # %% [markdown]
+# It is right on 6 of 20 (0.3, near the 0.25 of guessing among four), yet its mean confidence is
+# 0.76. Its ECE is 0.46, against the shipped model's 0.29. On 20 items that difference is a point
+# estimate; Exercise 3 checks the 0.46 against its own noise floor.
+
+# %% [markdown]
 # ## 4. Temperature scaling, fitted honestly
 #
+# Fitted on other items, temperature scaling lowers the held-out NLL on 97% of 200 splits, but not
+# reliably the ECE. Fitted on the scored items themselves, it always flatters the NLL.
+#
 # **Temperature scaling** (Guo et al., 2017) picks the T that minimises the negative log-likelihood
-# (NLL) of the gold answers. `ec.fit_temperature` does it with a grid search. The catch is *where* it
-# is fitted. Fitting it on the same items you then score is this lesson's **in-sample trap**: the
-# temperature has seen the answers it is judged on. It is a common design, not a strawman: HELM's
-# calibration code (`src/helm/benchmark/metrics/basic_metrics.py`, read at commit `63754d0`) fits a
-# Platt scaler on the examples' confidences and correctness and reports `platt_ece_10_bin` on those
-# same examples. The honest recipe fits T on development items and scores it on **held-out** ones.
+# of the gold answers (the `nll` of section 3). `ec.fit_temperature` tries a grid of T and keeps the
+# best. The catch is *where* T is fitted. Fitting it on the very items it is scored on is the
+# **in-sample trap** (lesson 06): the temperature has seen the answers it is judged on.
+#
+# It is a common design, not a made-up mistake. The calibration code of HELM (lesson 03) fits a
+# Platt scaler (a fitted curve from confidence to probability) on the examples' confidences and
+# correctness. It then reports `platt_ece_10_bin` on those same examples. The honest recipe fits T
+# on development items and scores it on **held-out** ones.
 #
 # Fitted on all 20 items:
 
@@ -326,9 +393,9 @@ assert fitted.extras["nll"] < x["nll"] / 3 and fitted.value > cal.value  # NLL d
 
 # %% [markdown]
 # The fitted temperature is about 15. It cuts the NLL to under a third, but the ECE does not fall at
-# all (0.29 to 0.30): the model swings from over-confident to under-confident, with a mean
-# confidence of 0.36 against an accuracy of 0.60. To see why T has to be so large, look at the items that carry the
-# NLL at T = 1:
+# all (0.29 to 0.30). The model swings from over-confident to under-confident: a mean confidence of
+# 0.36 against an accuracy of 0.60. Why must T be so large? Look at the items that carry the NLL at
+# T = 1:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -350,17 +417,18 @@ assert all(v < 1 for v in read_back), "a confidence below 1 must not print as 1"
 
 # %% [markdown]
 # On each of them the model gives the gold answer a probability below one in a hundred thousand (one
-# of them 3e-14), and the log of that is 13 to 31 nats. A single T can only soften those items by
-# flattening every item, which is what pushes the confidence on the rest below their accuracy. Temperature scaling
-# minimises NLL, not ECE.
+# of them 3e-14), and the log of that is 13 to 31 nats (lesson 01). A single T can only soften them
+# by flattening every item, which pushes the confidence on the rest below their accuracy.
+# Temperature scaling minimises NLL, not ECE.
 #
 # Now the split. With 20 items one split is a coin toss, so we repeat it: 200 random splits into 10
-# development and 10 held-out items. On each split we score the held-out half twice, with T fitted
-# on the development half (honest) and with T fitted on the held-out half itself (in-sample).
+# development and 10 held-out items. On each split we score the held-out half three times: with no
+# scaling (`T=1`), with T fitted on the development half (**honest**), and with T fitted on the
+# held-out half itself (**in-sample**). The table below averages each over the 200 splits.
 #
-# `ec.fit_temperature` searches a grid of T from 0.01 to 1000 and warns
-# (`ec.TemperatureAtGridEdge`) when its best T is an end of that grid. On 10 items that happens
-# often, and 400 fits would print a wall of warnings, so `fit` records them and we count them.
+# `ec.fit_temperature` searches a grid of T from 0.01 to 1000. It warns (`ec.TemperatureAtGridEdge`)
+# when its best T is an end of that grid. On 10 items that happens often, and 400 fits would print a
+# wall of warnings, so `fit` records them and we count them.
 
 # %%
 import warnings
@@ -379,10 +447,10 @@ def fit(idx):
 
 
 def score_split(dev, held):
-    # Held-out ECE and NLL with no scaling, with T fitted on dev, and with T fitted on held itself.
+    # Held-out ECE and NLL with no scaling, with T fitted on dev (honest), and with T fitted on held itself.
     (t_dev, dev_edge), (t_held, held_edge) = fit(dev), fit(held)
-    row = {"dev": dev, "dev T": t_dev, "dev edge": dev_edge, "held edge": held_edge}
-    for name, t in {"T=1": 1.0, "held-out": t_dev, "in-sample": t_held}.items():
+    row = {"dev": dev, "dev T": t_dev, "dev edge": dev_edge, "held T": t_held, "held edge": held_edge}
+    for name, t in {"T=1": 1.0, "honest": t_dev, "in-sample": t_held}.items():
         r = ec.calibration_result(pick(held, items), pick(held, logliks), temperature=t)
         row[f"{name} ece"], row[f"{name} nll"] = r.extras["ece"], r.extras["nll"]
     return row
@@ -398,29 +466,61 @@ for _ in range(200):
 # %%
 # NBVAL_CHECK_OUTPUT
 split_df = pd.DataFrame(splits)
-metrics = [f"{k} {m}" for k in ("T=1", "held-out", "in-sample") for m in ("ece", "nll")]
+metrics = [f"{k} {m}" for k in ("T=1", "honest", "in-sample") for m in ("ece", "nll")]
 summary = split_df[metrics].mean().round(4)
 summary
 
 # %%
-assert summary["in-sample nll"] < summary["held-out nll"] < summary["T=1 nll"]
-assert summary["in-sample ece"] < summary["held-out ece"] < summary["T=1 ece"]
+assert summary["in-sample nll"] < summary["honest nll"] < summary["T=1 nll"]
+assert summary["in-sample ece"] < summary["honest ece"] < summary["T=1 ece"]
 
 # %% [markdown]
-# Those are means over 200 splits. A mean can hide a split-by-split story, so look at the **paired**
-# difference on each split: honest minus in-sample, on the same held-out half. A positive difference
-# means the in-sample fit looked better than the honest one.
+# First the plain question: does the honest fit help on the held-out half, compared with no scaling
+# at all? Take it split by split: T = 1 minus the honest fit, on the same half (positive: the fit
+# helped).
+#
+# For scale, take a predictor that ignores the model and always says 1/4. All its predictions share
+# one bin, at confidence 0.25, so its ECE on each half is that bin's gap, |accuracy − 0.25|:
 
 # %%
 # NBVAL_CHECK_OUTPUT
-paired = {m: split_df[f"held-out {m}"] - split_df[f"in-sample {m}"] for m in ("ece", "nll")}
-for m, d in paired.items():
-    q5, q95 = d.quantile([0.05, 0.95])
-    print(f"{m}: in-sample better on {(d > 0).mean():.1%} of splits, tied on {(d == 0).mean():.1%}; "
-          f"paired difference mean {d.mean():.4g}, sd {d.std():.4g}, 5% to 95%: {q5:.4g} to {q95:.4g}")
+gain = {m: split_df[f"T=1 {m}"] - split_df[f"honest {m}"] for m in ("ece", "nll")}
+helps = pd.DataFrame({m: {"honest fit helps": (d > 0).mean(), "hurts": (d < 0).mean(), "mean gain": d.mean(),
+                          "5%": d.quantile(0.05), "95%": d.quantile(0.95)}
+                      for m, d in gain.items()}).T  # one row per measure, over the 200 splits
+print(helps.rename_axis("T = 1 minus honest").round(4).to_string())
+held_acc = [statistics.mean(cal.per_example[i]["correct"] for i in range(20) if i not in dev)
+            for dev in split_df["dev"]]
+quarter = statistics.mean(abs(a - 0.25) for a in held_acc)  # ECE of always answering 1/4
+print(f"held-out ECE, averaged over splits: T = 1 {summary['T=1 ece']:.4g}, honest fit "
+      f"{summary['honest ece']:.4g}, always 1/4 {quarter:.4g}")
+assert 0.95 < (gain["nll"] > 0).mean() and 0.4 < (gain["ece"] > 0).mean() < 0.7, gain
+assert gain["ece"].quantile(0.05) < 0 < gain["ece"].quantile(0.95)
+assert abs(quarter - summary["honest ece"]) < 0.01  # the honest fit's ECE: about the 1/4 predictor's
+
+# %% [markdown]
+# The finding is the **NLL**: T fitted on other items lowers the held-out NLL on 97% of the splits,
+# from 4.6 to 1.6 nats on average.
+#
+# The change in **ECE** is within the split-to-split noise. Averaged over the splits it barely moves
+# (0.341 to 0.334). Split by split, the honest fit helps on 55% and hurts on 45%, with the gain
+# anywhere from −0.30 to +0.24 (5% to 95%). And the always-1/4 predictor, which ignores the model,
+# scores about the same (0.3375). So this ECE cannot show that the fit made the model better.
+#
+# Now the trap. A mean can hide a split-by-split story, so look at the **paired** difference on each
+# split (lesson 01): honest minus in-sample, on the same held-out half. A positive difference means
+# the in-sample fit looked better than the honest one.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+paired = {m: split_df[f"honest {m}"] - split_df[f"in-sample {m}"] for m in ("ece", "nll")}
+trap = pd.DataFrame({m: {"in-sample better": (d > 0).mean(), "tied": (d == 0).mean(), "mean": d.mean(),
+                         "sd": d.std(), "5%": d.quantile(0.05), "95%": d.quantile(0.95)}
+                     for m, d in paired.items()}).T  # one row per measure, over the 200 splits
 assert (paired["nll"] >= 0).all()  # in-sample T minimises this very NLL over the same grid
 assert 0.55 < (paired["ece"] > 0).mean() < 0.7, (paired["ece"] > 0).mean()
 assert paired["ece"].quantile(0.05) < 0 < paired["ece"].quantile(0.95)
+trap.rename_axis("honest minus in-sample").round(4)
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -435,66 +535,36 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Before the trap, the plain question: does T fitted on the development half help on the held-out half, compared
-# with no scaling at all? Again split by split, T = 1 minus the honest fit, on the same held-out half
-# (positive: the fit helped). For scale, a predictor that ignores the model and always says 1/4 has
-# ECE = |accuracy − 0.25| on each half:
-
-# %%
-# NBVAL_CHECK_OUTPUT
-gain = {m: split_df[f"T=1 {m}"] - split_df[f"held-out {m}"] for m in ("ece", "nll")}
-for m, d in gain.items():
-    q5, q95 = d.quantile([0.05, 0.95])
-    print(f"{m}: the honest fit helps on {(d > 0).mean():.1%} of splits, hurts on {(d < 0).mean():.1%}; "
-          f"gain mean {d.mean():.4g}, 5% to 95%: {q5:.4g} to {q95:.4g}")
-held_acc = [statistics.mean(cal.per_example[i]["correct"] for i in range(20) if i not in dev)
-            for dev in split_df["dev"]]
-quarter = statistics.mean(abs(a - 0.25) for a in held_acc)  # ECE of always answering 1/4
-print(f"held-out ECE, averaged over splits: T = 1 {summary['T=1 ece']:.4g}, honest fit "
-      f"{summary['held-out ece']:.4g}, always 1/4 {quarter:.4g}")
-assert 0.95 < (gain["nll"] > 0).mean() and 0.4 < (gain["ece"] > 0).mean() < 0.7, gain
-assert gain["ece"].quantile(0.05) < 0 < gain["ece"].quantile(0.95)
-assert abs(quarter - summary["held-out ece"]) < 0.01  # the honest fit's ECE: about the 1/4 predictor's
-
-# %% [markdown]
-# The finding is the **NLL**: T fitted on other items lowers the held-out NLL on 97% of the splits,
-# from 4.6 to 1.6 nats on average. The **ECE** is not a finding. Averaged over the splits it barely
-# moves (0.341 to 0.334), and split by split the honest fit helps on 55% of them and hurts on 45%,
-# with the gain anywhere from −0.30 to +0.24 (5% to 95%). That average of 0.334 is also about what a
-# predictor that ignores the model and always says 1/4 would get on the same halves (0.3375): a
-# lower ECE is not a better model.
+# Read from the table of honest minus in-sample:
 #
-# Then the trap, by measure:
-#
-# - **NLL**: the in-sample fit is never worse, on every one of the 200 splits, by construction: it
-#   picks the T that minimises exactly the NLL it is then scored on. The mean gap is about 0.35 nats,
-#   but it is very uneven (under 0.01 nats at the 5th percentile, over 1.5 at the 95th).
-#   This is the flattery the trap produces, and it would not survive on new questions.
-# - **ECE**: the in-sample fit looks better on only 58% of splits. The mean gap of 0.04 is small next
-#   to a spread of 0.12 (the 5 to 95 % range runs from -0.14 to +0.25), and on the other 42% the
-#   honest fit has the lower ECE. T is chosen for NLL, not ECE, so there is no reason its in-sample
-#   ECE must look better. The ECE gap is not a finding on 20 items.
-#
-# The 200 splits reuse the same 20 items, so they are not 200 independent experiments: the spread
-# above describes how much the answer depends on the split, not a standard error.
+# - **NLL**: the in-sample fit is never worse, on all 200 splits, by construction: it picks the T
+#   that minimises the very NLL it is scored on. The mean gap is about 0.35 nats, but very uneven:
+#   under 0.01 nats at the 5th percentile, over 1.5 at the 95th. This flattery would not survive on
+#   new questions.
+# - **ECE**: the in-sample fit looks better on only 58% of splits, and on the other 42% the honest
+#   fit has the lower ECE. The mean gap is 0.04, but single splits range from −0.14 to +0.25 (5% to
+#   95%, sd 0.12), so one split says almost nothing. T is chosen for NLL, not ECE, so its in-sample
+#   ECE need not look better. On 20 items the ECE gap cannot be told from noise.
 #
 # ### Fits that stop at the edge of the grid
 #
-# How many of those fits hit the end of the grid?
+# How many of the fits above stop at an end of the grid, where T is no longer measured?
 
 # %%
 # NBVAL_CHECK_OUTPUT
 n_dev_edge, n_held_edge = int(split_df["dev edge"].sum()), int(split_df["held edge"].sum())
 print(f"development fits at the grid edge: {n_dev_edge} of {len(split_df)}; "
       f"in-sample fits: {n_held_edge} of {len(split_df)}")
-print("edge temperatures:", sorted(set(split_df.loc[split_df["dev edge"], "dev T"])))
+print("edge temperatures:", sorted(set(split_df.loc[split_df["dev edge"], "dev T"])),
+      "(development);", sorted(set(split_df.loc[split_df["held edge"], "held T"])), "(in-sample)")
 assert (n_dev_edge, n_held_edge) == (16, 30), f"expected 16 and 30 edge fits, got {n_dev_edge} and {n_held_edge}"
 assert (split_df.loc[split_df["dev edge"], "dev T"] == 1000.0).all()  # always the top end
+assert (split_df.loc[split_df["held edge"], "held T"] == 1000.0).all()  # the in-sample ones too
 
 # %% [markdown]
-# 16 development fits in 200, about one in twelve, stop at T = 1000, the top of the grid, and never
-# at the bottom (30 of the in-sample fits do).
-# Here is one of them, with the development items that drive it:
+# 16 development fits in 200, about one in twelve, stop at T = 1000, the top of the grid. So do 30
+# of the 200 in-sample fits, and none stops at the bottom. Here is one of the 16 development fits,
+# with the development items that drive it:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -513,15 +583,35 @@ print("the 3 costliest items in this development half:",
 assert t_edge == 1000.0 and abs(flat_edge.extras["nll"] - math.log(4)) < 0.01
 
 # %% [markdown]
-# At T = 1000 the scores are divided by so much that the softmax is almost flat: every choice gets
-# about 1/4, and the NLL is within a hair of ln 4, the cost of guessing uniformly. The fit stopped at
-# the edge because the NLL was still falling there: on this development half, **no** temperature
-# beats "predict uniform", because the half holds items whose gold answer gets almost no
-# probability (here two of the three costliest items, listed above), and any sharpening costs more on them than it gains on
-# the rest. The edge T is not an estimate of a temperature; it says "the best calibrated version of
-# this model on these items is one that ignores the model". On 10 items that verdict is driven by a
-# couple of items, which is why one fit in twelve reaches it. Report such fits as hitting the edge
-# rather than quoting T = 1000 as if it were measured.
+# At T = 1000 the softmax is almost flat: every choice gets about 1/4, and the NLL is within a hair
+# of ln 4, the cost of guessing uniformly. The fit stopped at the edge because the NLL was still
+# falling there. On this half, **no** temperature beats "predict uniform". The half holds items
+# whose gold answer gets almost no probability (here two of the three costliest), and any sharpening
+# costs more on them than it gains on the rest.
+#
+# So the edge T is not an estimate of a temperature. It says "on these items, the lowest NLL comes
+# from ignoring the model". On 10 items that verdict is driven by a couple of items, which is why
+# one fit in twelve reaches it.
+#
+# **How sure are we?**
+#
+# - The 200 splits reuse the same 20 items, so they are not 200 independent experiments. Their
+#   spread shows how much the answer depends on the split. It is not a **standard error** (the
+#   standard deviation of an estimate over repeated samples of new data). Nor does dividing the ECE
+#   gap's sd (0.12) by √200 give one.
+# - Report edge fits as hitting the edge; do not quote T = 1000 as if it were measured.
+#
+# *Sources:* HELM's Platt scaling is in `src/helm/benchmark/metrics/basic_metrics.py`, read at
+# commit `63754d0`.
+#
+# ## 5. The noise floor: what 20 examples cannot tell you
+#
+# Even a perfectly calibrated model scores an ECE above zero on a finite test: that is the **noise
+# floor**. TinyGPT's 0.29 is above the floor that applies to it.
+#
+# We simulate a predictor that is calibrated by construction: right with probability equal to its
+# confidence. Its confidences are uniform on [0, 1], or drawn with replacement from TinyGPT's own 20
+# (the table's `own:` columns).
 
 # %%
 gen = torch.Generator().manual_seed(0)
@@ -570,8 +660,10 @@ assert floor_df["own: 95%"].iloc[0] < cal.value < floor_df["95%"].iloc[0]  # abo
 # %%
 fig, ax = plt.subplots(figsize=(8, 4))
 ax.plot(floor_df["n"], floor_df["mean ECE"], "o-", label="perfectly calibrated predictor (mean)")
-ax.fill_between(floor_df["n"], floor_df["5%"], floor_df["95%"], alpha=0.3, label="5-95 % of runs")
+ax.fill_between(floor_df["n"], floor_df["5%"], floor_df["95%"], alpha=0.3, label="5-95 % of runs, uniform confidences")
 ax.plot(floor_df["n"], floor_df["own: mean"], "s--", label="calibrated, confidences like TinyGPT's")
+own_5 = [statistics.quantiles(own_floor[n], n=20)[0] for n in sizes]
+ax.fill_between(floor_df["n"], own_5, floor_df["own: 95%"], alpha=0.3, label="5-95 % of runs, confidences like TinyGPT's")
 ax.scatter([20], [cal.value], color="tab:red", zorder=3, label="TinyGPT, 20 items")
 ax.set(xscale="log", xlabel="number of examples n", ylabel="ECE (10 equal-width bins)",
        title="The ECE noise floor: a calibrated model still scores > 0")
@@ -579,30 +671,48 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# At n = 20 a perfectly calibrated predictor with uniform confidences scores ECE ≈ 0.2, and 5 % of
-# runs go past 0.3. The floor depends on where the confidences sit: drawn like TinyGPT's (most above
-# 0.9), a calibrated predictor is right almost every time, its bins wobble less, and the floor at
-# n = 20 drops to about 0.10 (95 % of runs below about 0.17). Our model's 0.29 is *inside* the
-# uniform band and beyond the band for its own confidences. The band that applies is the second: it
-# is the floor of a calibrated predictor whose confidences sit where TinyGPT's do. So
-# "over-confident" is a fair reading here, and section 1's check says the same without any
-# simulation: the mean confidence, 0.89, lies above the whole Wilson interval of the accuracy. A
-# model with ECE 0.15 on 20 items, though, would be inside both bands and indistinguishable from a
-# perfect one. No claim that a model *is* calibrated can rest on 20, or even
-# 100, examples. HELM's calibration code makes the same point in a code comment, "We need at least
-# about 300 examples to compute ece_10_bin reliably" (`src/helm/benchmark/metrics/basic_metrics.py`,
-# commit `63754d0`); that is a note in the source, not a documented rule or a study, and HELM's
-# `ece_10_bin` uses equal-mass bins.
+# At n = 20 a calibrated predictor with uniform confidences scores ECE ≈ 0.2, and 5 % of runs go
+# past 0.3. Why above zero? Each bin's accuracy comes from a few predictions, so it misses the bin's
+# confidence by chance. ECE adds up those misses as absolute values, so a miss in either direction
+# counts against the model. The ECE of a finite test is therefore **biased** upward: on average it
+# lies above the true calibration error, the more so the fewer predictions a bin holds.
+#
+# The floor also depends on where the confidences sit. Drawn like TinyGPT's (most above 0.9), a
+# calibrated predictor is right almost every time and its bins wobble less: its floor at n = 20 is
+# about 0.10.
+#
+# Which floor applies to TinyGPT? Ask: if it were perfectly calibrated, with its confidences where
+# they are, how large would its ECE on 20 items be? Below about 0.17 in 95% of runs (the `own: 95%`
+# column, the second shaded band). TinyGPT's 0.29 lies beyond that band, though inside the uniform
+# one. So "over-confident" is a fair reading here, as section 1's Wilson check found without any
+# simulation.
+#
+# **How sure are we?**
+#
+# - A model with ECE 0.15 on 20 items would be inside both bands: this test could not tell it from a
+#   perfect one. No claim that a model *is* calibrated can rest on 20, or even 100, examples.
+# - HELM's calibration code says so in a comment: "We need at least about 300 examples to compute
+#   ece_10_bin reliably". Its description of `ece_10_bin` warns that it is "not reliable for small
+#   datasets (e.g., with < 300 examples)". That is a documented warning, not a study. HELM's
+#   `ece_10_bin` uses equal-mass bins.
+#
+# *Sources:* the comment and the description are in HELM's
+# `src/helm/benchmark/metrics/basic_metrics.py` (the description also in its `static/schema_*.yaml`
+# files), commit `63754d0`.
 #
 # ## 6. How many bins?
 #
-# ECE depends on the binning as well as the model. More bins mean fewer predictions per bin, so
-# more noise: for the calibrated predictor at n = 100, ECE grows steadily with the number of bins.
-# The model's ECE on 20 items moves too, by about 0.06 over equal-width binnings and 0.09 over
-# equal-mass ones (printed below). With equal-width bins it stays at exactly 0.29, mean confidence
-# minus accuracy, up to 15 bins: as long as every bin is over-confident, the gaps all have the same
-# sign and add up to the overall gap. It rises only once the bins are narrow enough to hold a bin
-# whose accuracy is above its confidence.
+# ECE depends on the binning as well as the model. More bins mean fewer predictions per bin, so more
+# noise: for the calibrated predictor at n = 100, ECE grows steadily with the number of bins. The
+# model's ECE on 20 items moves by about 0.06 over equal-width binnings and 0.09 over equal-mass
+# ones (printed below).
+#
+# With one bin, ECE is |accuracy − mean confidence|, 0.29 here. With more bins it is Σ (count / n) ·
+# |accuracy − confidence|. While every bin is over-confident, each |…| is confidence − accuracy,
+# and their count-weighted sum is the mean confidence minus the accuracy: 0.29 again. So with
+# equal-width bins the ECE stays at exactly 0.29 up to 15 bins. It rises only once the bins are
+# narrow enough for one of them to have its accuracy above its confidence. Equal-mass bins follow
+# the same rule, and at 8 bins one of them already does.
 
 # %%
 n_bins_list = [1, 2, 3, 5, 8, 10, 15, 20, 30]
@@ -636,15 +746,16 @@ assert width[20] > overall_gap + 0.01
 
 # %% [markdown]
 # Report the number of bins and the binning next to any ECE, and compare models only with the same
-# settings. With one bin, ECE reduces to |accuracy − mean confidence|: over-confident and
-# under-confident predictions can then cancel out, and ECE cannot tell.
+# settings. With one bin, over-confident and under-confident predictions cancel out, and ECE cannot
+# tell.
 #
 # ## 7. Free-form answers: a murkier confidence
 #
-# Without choices, a natural confidence for a generated answer is the probability the model gave its
-# own tokens. `ec.answer_confidences` scores the greedy answer by teacher forcing, as the geometric
-# mean of its token probabilities (`"mean"`) or their product (`"product"`), and we check it against
-# exact match.
+# For a generated answer, the probability the model gave its own tokens is a natural confidence, but
+# not a calibrated one. `ec.answer_confidences` scores the greedy answer (lesson 04) by teacher
+# forcing. Unlike section 1's default, it scores the closing `PAD` too. It takes the geometric mean
+# of the token probabilities (`"mean"`: exp of their mean log, so length does not shrink it) or
+# their product (`"product"`). We check both against exact match and print four answers:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -658,20 +769,24 @@ for reduce in ("mean", "product"):
     print(f"{reduce:>7}: mean confidence {statistics.mean(c):.4g}  EM {em.value:.4g}  "
           f"ECE {free[reduce]:.4g}")
 assert free["product"] < free["mean"] and em.value == 0.3
+n_scored = [n for _, n in ec.completion_logliks(model, tok, qs, preds, end_token=True)]  # as answer_confidences
+print(pd.DataFrame({"greedy answer": preds, "tokens scored (closing PAD included)": n_scored,
+                    "exact match": em_hits}).iloc[[0, 4, 12, 16]].to_string())
 
 # %% [markdown]
 # The per-token mean says 0.73 for answers that are right 30 % of the time. A greedy decoder picks
 # its most likely token at every step, so its tokens are likely *to itself* by construction. The
-# product is closer (ECE 0.16 against 0.43) because long babble multiplies many probabilities below
-# 1. Neither
-# is a calibrated probability of being right, which is why the lesson's eval uses multiple choice.
+# product is closer (ECE 0.16 against 0.43), because long babble like the two answers above
+# multiplies many probabilities below 1. Neither is meant as a probability of being right (the
+# product's 0.16, on 20 answers, is within section 5's noise floor), which is why the lesson's eval
+# uses multiple choice.
 #
 # ## 8. Joining the aggregate
 #
-# The calibration eval returns an `EvalResult` named `"calibration"`, so `ec.aggregate` accepts it.
-# Its normalisation to [0, 1] is **1 − ECE** (higher is better, clipped to [0, 1]), and its default
-# weight is **0**. Adding it leaves the aggregate of the first lessons unchanged until you choose to
-# weight it.
+# The calibration eval returns an `EvalResult` named `"calibration"`, so `ec.aggregate` (lesson 05)
+# accepts it. Its normalisation to [0, 1] is **1 − ECE** (higher is better, clipped to [0, 1]). Its
+# default weight is **0**, so it leaves the aggregate of the first lessons unchanged until you
+# choose to weight it.
 
 # %%
 four = ec.core_evals(model, tok)  # the four evals of lessons 01-04, as in lesson 05
@@ -689,61 +804,61 @@ assert abs(after.normalised()["calibration"] - (1 - cal.value)) < 1e-12
 # %% [markdown]
 # ## Summary
 #
-# **What the lesson established** (on these 20 four-way questions, 10 equal-width bins):
+# **What this lesson established** (on these 20 four-way questions, 10 equal-width bins):
 #
-# - Confidence comes from the model's own softmax. Score each multiple-choice candidate by teacher
-#   forcing (`ec.choice_logliks`, built on `ec.token_losses`) and take a softmax over the candidates.
-#   By default the token that closes the answer is not scored, as in lm-evaluation-harness; scoring
-#   it too changes the pick on some questions and the accuracy by 0.05 here.
-# - The shipped TinyGPT is right on 12 of 20 (60 %, Wilson 39% to 78%), with a mean confidence of
-#   0.89, above that whole interval: over-confident. ECE 0.29, MCE 0.64. The under-trained
-#   checkpoint: accuracy 0.30 (guessing gives 0.25), mean confidence 0.76, ECE 0.46.
-# - A confidence of exactly 1.0 belongs in the top bin. torchmetrics puts it in an extra bin (0.525
-#   instead of 0.475 on the two-prediction example); elsewhere the two agree.
-# - Temperature keeps the accuracy and moves the confidence. ECE is 0.36 at T = 0.5 and 0.26 at T = 2
-#   (still over-confident); at T = 30 the model is under-confident.
+# - Confidence comes from the model's own softmax over the multiple-choice candidates, each scored by
+#   teacher forcing (`ec.choice_logliks`). By default the closing token is not scored, as in
+#   lm-evaluation-harness. Scoring it too changes the pick on one question of the 20, and the
+#   accuracy by 0.05.
+# - The shipped TinyGPT is right on 12 of 20 (Wilson 39% to 78%), with a mean confidence of 0.89,
+#   above that whole interval: over-confident. ECE 0.29, MCE 0.64. The under-trained checkpoint:
+#   accuracy 0.30, mean confidence 0.76, ECE 0.46.
+# - A confidence of exactly 1.0 belongs in the top bin. torchmetrics puts it in an extra bin;
+#   elsewhere the two agree.
+# - Temperature keeps the accuracy and moves the confidence. At T = 2 the mean confidence is still
+#   above the accuracy, but inside its Wilson interval. At T = 30 the model is under-confident.
 # - Temperature scaling by NLL picks T ≈ 15 on all 20 items, driven by three items whose gold answer
-#   gets almost no probability; it cuts the NLL to under a third but raises the ECE a little, to 0.30
-#   (now under-confident).
-# - Over 200 random 10/10 splits, T fitted on the other half lowers the held-out NLL on 97% of them
-#   (4.6 to 1.6 nats on average): that is the finding.
-# - **The in-sample trap**, checked on held-out halves: fitting T on the scored items gives a lower
-#   NLL on every split (by construction; mean gap 0.35 nats, very uneven). 16 of the 200
-#   development fits stop at T = 1000, the top of the grid, which means "predict uniform".
-# - Over-confidence is above the noise floor that applies: a perfectly calibrated predictor with
-#   confidences drawn like TinyGPT's scores ECE ≈ 0.10 at n = 20 (95% of runs below 0.17), against
-#   0.29. With uniform confidences the floor is ≈ 0.21, and 0.29 would be inside it.
-# - `"calibration"` joins `ec.aggregate` as 1 − ECE with a default weight of 0, so the aggregate of the
-#   four original evals stays 0.3248.
+#   gets almost no probability. It cuts the NLL to under a third but raises the ECE a little (now
+#   under-confident).
+# - Over 200 random 10/10 splits, T fitted on the other half lowers the held-out NLL on 97% of them:
+#   that is the finding.
+# - **The in-sample trap**: fitting T on the scored items gives a NLL never higher than the honest
+#   fit's, by construction (lower on all 200 splits). Of the 200 development fits, 16 stop at
+#   T = 1000, the top of the grid, which means "predict uniform".
+# - Over-confidence is above the noise floor that applies. A calibrated predictor with TinyGPT's
+#   confidences stays below 0.17 on 95% of runs at n = 20, against TinyGPT's 0.29. With uniform
+#   confidences, 0.29 would be inside the floor.
+# - `"calibration"` joins `ec.aggregate` as 1 − ECE with a default weight of 0, so the aggregate of
+#   the four original evals stays 0.3248.
 #
-# **What it did not establish**
+# **What it did not**
 #
-# - That temperature scaling improves the held-out **ECE**: the honest fit helps on 55% of splits and
-#   hurts on 45% (gain −0.30 to +0.24, 5% to 95%), and its average held-out ECE, 0.334, is about what
-#   always answering 1/4 gets (0.3375).
-# - That in-sample fitting flatters the **ECE**: it looked better on 58% of splits, with a mean gap
-#   (0.04) well inside the split-to-split spread (sd 0.12). On 20 items that gap is noise.
-# - Any temperature for the 16 edge fits: T = 1000 is where the grid ends, not a measurement.
-# - That any model here *is* calibrated: 20 examples can show gross over-confidence, but a small ECE
+# - That temperature scaling improves the held-out **ECE**: the honest fit helps on 55% of splits
+#   and hurts on 45%. Its average held-out ECE is about what always answering 1/4 gets.
+# - That in-sample fitting flatters the **ECE**: it looked better on 58% of splits, and on 20 items
+#   that gap cannot be told from noise.
+# - Any temperature for the 16 development edge fits: T = 1000 is where the grid ends, not a
+#   measurement.
+# - That any model here *is* calibrated. 20 examples can show gross over-confidence, but a small ECE
 #   on 20 (or 100) items is within the floor. More bins raise the floor too.
-# - Anything about new questions: the 200 splits reuse the same 20 items, so their spread measures
+# - Anything about new questions: the 200 splits reuse the same 20 items. Their spread measures
 #   dependence on the split, not sampling error over questions the model has not seen.
 
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise has one code cell. Write your code where the stub says, then run the cell: its last
-# lines check your answer and say what they expected if it is not right yet.
+# Each exercise has one code cell. Write your code where the stub says, then run the cell. Its last
+# lines check your answer, and say what they expected if it is not right yet.
 
 # %% [markdown]
 # ### Exercise 1: Length bias
 #
 # Summed log-likelihoods favour short answers ("7" against "365 days"). Score each choice by its
-# *mean* per-token log-likelihood instead, store the scores in `mean_ll` (one list per item, one
-# number per choice, in the order of `items`), and their calibration result in `by_mean`. Compare
+# *mean* per-token log-likelihood instead. Store the scores in `mean_ll`: one list per item, one
+# number per choice, in the order of `items`. Store their calibration result in `by_mean`. Compare
 # accuracy, mean confidence and ECE with `cal`.
 #
-# *Hint:* `ec.completion_logliks` returns `(log-likelihood, number of tokens scored)` pairs; divide,
+# *Hint:* `ec.completion_logliks` returns `(log-likelihood, number of tokens scored)` pairs. Divide,
 # then feed the result to `ec.calibration_result`.
 
 # %%
@@ -773,22 +888,24 @@ assert abs(by_mean.value - ec.calibration_result(items, mean_ll).value) < 1e-9, 
 print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
-# Dividing by the length changes three of the 20 picks, all towards a longer answer: the spider's "8"
-# and the week's "7" lose to distractors of several words, and the orbit question moves from one
+# Dividing by the length changes three of the 20 picks, all towards a longer answer. The spider's
+# "8" and the week's "7" lose to distractors of several words. The orbit question moves from one
 # wrong answer to another (never to "365 days"). Accuracy falls by two answers, from 0.6 to 0.5,
-# which is within noise on 20 items. ECE falls from 0.29 to 0.12, but not because the ranking got
-# better: dividing every score by a length of 1 to 19 tokens acts much like a temperature of that
-# size, and the mean confidence drops from 0.89 to 0.49. A lower ECE bought by flatter scores says
-# nothing about which answer is right.
+# which is within noise on 20 items.
+#
+# ECE falls from 0.29 to 0.12, but not because the ranking got better. Dividing every score by a
+# length of 1 to 19 tokens acts much like a temperature of that size, and the mean confidence drops
+# from 0.89 to 0.49. A lower ECE bought by flatter scores says nothing about which answer is right.
 
 # %% [markdown]
 # ### Exercise 2: Two choices instead of four
 #
-# Build the two-way test with `ec.multiple_choice_items(k=2)` and store it in `items2`. Score it with
-# the model and store its calibration result in `two`. Is the model better calibrated when chance is 50 %?
+# Build the two-way test with `ec.multiple_choice_items(k=2)` and store it in `items2`. Score it
+# with the model and store its calibration result in `two`. Is the model better calibrated when
+# chance is 50 %?
 #
-# *Hint:* `ec.choice_logliks`, then `ec.calibration_result`; compare the mean confidence with 0.5 and
-# with the accuracy.
+# *Hint:* `ec.choice_logliks`, then `ec.calibration_result`. Compare the mean confidence with 0.5
+# and with the accuracy.
 
 # %%
 # Exercise 2: store the two-way items in `items2` and their calibration result in `two`.
@@ -812,21 +929,21 @@ assert two.extras["temperature"] == 1.0 and two.extras["n_bins"] == 10, \
 print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
-# With two choices the model is right on 13 of 20 (65 %), not far above the 50 % of guessing, yet
-# its mean confidence is 0.92, about as with four (0.89). The ECE falls only from 0.29 to 0.27,
-# because the accuracy rose by one item while the confidence rose too. Halving the choices raises
-# the floor of the confidence from 0.25 to 0.5, but this model's confidences were never near either
-# floor: it is over-confident whatever chance is.
+# The model is over-confident whatever chance is. With two choices it is right on 13 of 20 (65 %),
+# not far above the 50 % of guessing. Yet its mean confidence is 0.92, about as with four (0.89).
+# The ECE falls only from 0.29 to 0.27, because the accuracy rose by one item while the confidence
+# rose too. Halving the choices raises the lowest possible confidence, 1/k, from 0.25 to 0.5. But
+# this model's confidences were never near either.
 
 # %% [markdown]
 # ### Exercise 3: The noise floor of the early checkpoint
 #
-# Repeat section 5's floor at n = 20 with confidences drawn like the *under-trained* checkpoint's
-# (`early.per_example`). Store the ECEs of at least 100 repetitions in `early_floor` and their 95th
-# percentile in `early_95`. Is the floor higher or lower than TinyGPT's, and is the early
-# checkpoint's ECE of 0.46 above it?
+# Repeat section 5's floor at n = 20, with confidences drawn like the *under-trained* checkpoint's
+# (`early.per_example`). Store the ECEs of at least 100 repetitions in `early_floor`, and their 95th
+# percentile in `early_95`. Is the floor higher or lower than TinyGPT's? Is the early checkpoint's
+# ECE of 0.46 above it?
 #
-# *Hint:* pass a `draw` function to `calibrated_ece`, as `like_tinygpt` does;
+# *Hint:* pass a `draw` function to `calibrated_ece`, as `like_tinygpt` does.
 # `statistics.quantiles(xs, n=20)[-1]` is the 95th percentile.
 
 # %%
@@ -859,24 +976,24 @@ assert abs(statistics.mean(early_floor) - statistics.mean(_ref)) < _tol, \
 print("Exercise 3: check passed.")
 
 # %% [markdown] tags=["solution"]
-# The early checkpoint's confidences are spread lower (mean 0.76), so a calibrated predictor drawn
-# like them is wrong more often in each bin and its bins wobble more than one drawn like TinyGPT's,
-# most of whose confidences sit above 0.9: its floor is higher (mean about 0.16 against 0.10). Even
-# so, the early checkpoint's ECE of 0.46 is far above its own floor (95% of runs below about 0.26):
-# its over-confidence is not noise. The floor belongs to a confidence distribution, not to n alone, so quote it for the
+# The early checkpoint's floor is higher (mean about 0.16 against 0.10), and its ECE of 0.46 is far
+# above it. Its confidences are spread lower (mean 0.76), whereas most of TinyGPT's sit above 0.9.
+# So a calibrated predictor drawn like them is wrong more often in each bin, and its bins wobble
+# more. Even so, 95% of runs stay below about 0.26: the early checkpoint's over-confidence is not
+# noise. The floor belongs to a confidence distribution, not to n alone, so quote it for the
 # distribution you have.
 
 # %% [markdown]
 # ### Exercise 4: Fit the temperature on ECE
 #
-# Replace the NLL objective by ECE: on the grid of 51 log-spaced temperatures
-# `torch.logspace(-2, 3, 51, dtype=torch.float64)` (0.01 to 1000), pick the T with the lowest ECE on
-# the development half (honest) and the T with the lowest ECE on the held-out half itself
-# (in-sample). Over the same 200 splits as section 4 (`split_df["dev"]` holds each development half;
-# the held-out half is the other 10 items), store the honest T of each split in `ece_t`, in
-# `ece_gap` the held-out ECE of the honest fit minus that of the in-sample fit, one number per split,
-# and in `ece_better` the share of splits on which the in-sample fit looks better. Compare with the
-# NLL fit's share in section 4.
+# Replace the NLL objective by ECE, on a grid of 51 temperatures evenly spaced on a log scale,
+# `torch.logspace(-2, 3, 51, dtype=torch.float64)` (0.01 to 1000). Pick the T with the lowest ECE on
+# the development half (honest), and the T with the lowest ECE on the held-out half itself
+# (in-sample). Use the same 200 splits as section 4: `split_df["dev"]` holds each development half,
+# and the held-out half is the other 10 items. Store per split the honest T in `ece_t`, and in
+# `ece_gap` the held-out ECE of the honest fit minus that of the in-sample fit. Store in
+# `ece_better` the share of splits on which the in-sample fit looks better. Compare with the NLL
+# fit's share in section 4.
 #
 # *Hint:* compute each item's confidence and correctness once per temperature (the correctness does
 # not depend on T), then `ec.expected_calibration_error` on the 10 items of a half.
@@ -928,9 +1045,12 @@ assert abs(ece_better - sum(g > 0 for g in ece_gap) / len(ece_gap)) < 1e-9, \
 print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
-# Fitted on ECE, the in-sample fit is never worse, by construction, since it minimises the very ECE
-# it is then scored on, and here it is strictly better on 97.5% of the 200 splits (tied on the
-# rest), with a mean gap of about 0.2 against 0.04 for the NLL fit. ECE on 10 items is a noisy, piecewise-constant
-# function of T, and its minimum sits wherever the bin edges happen to fall for those items: choosing
-# T by it fits the noise. The honest fit shows what is left on new items. An objective that is also
-# the reported metric makes the in-sample trap as strong as it gets.
+# Fitted on ECE, the in-sample fit is never worse, by construction: it minimises the very ECE it is
+# then scored on. Here it is strictly better on 97.5% of the 200 splits (tied on the rest). Its mean
+# gap is about 0.2, against 0.04 for the NLL fit.
+#
+# ECE on 10 items is a noisy function of T that jumps whenever an item crosses a bin edge. Its
+# minimum sits wherever the bin edges happen to fall for those items, so choosing T by it fits the
+# noise. The honest fit shows what is left on new items. An objective that is also the reported
+# metric makes the in-sample trap as strong as it gets.
+

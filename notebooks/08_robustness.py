@@ -16,28 +16,33 @@
 # # 08 · Robustness: how much does the score drop when the question is perturbed?
 #
 # A user who types "waht is the capital of france" still deserves "Paris". The evals so far ask each
-# question exactly one way, so they cannot tell a model that knows a fact from one that only
-# recognises a particular string of bytes. A **robustness eval** asks the same questions again, each
-# perturbed in a way that should not matter. It then reports how far the metric falls.
+# question exactly one way. So they cannot tell a model that knows a fact from one that only
+# recognises a particular string of bytes. A **perturbation** is a change to the input that should
+# not change the right answer. A **robustness eval** asks the same questions again, each perturbed,
+# and reports how far the metric falls.
 #
 # **What you will learn**
 #
-# - perturbations as small **pure functions**: typos, case changes, extra whitespace,
-#   contractions and expansions, a paraphrased instruction, and an irrelevant distractor sentence.
-#   Each is deterministic given a seed and the text, and none ever touches the reference;
+# - perturbations as small **pure functions**: typos, case changes, extra whitespace, contractions
+#   and expansions, a paraphrased instruction, and an irrelevant distractor sentence. Each is
+#   deterministic given a seed and the text, and none ever touches the reference;
 # - `ec.robustness_eval`: the metric clean and under each perturbation, the drop, and the
 #   **worst case**;
-# - counting the answers that break and those that are rescued, McNemar's exact test on those
-#   counts (`ec.paired_difference`), and why eight perturbations tested at once need a correction:
-#   Holm's, and Tarone's, which counts only the tests that could reach significance at all;
+# - counting the answers that break and those that are rescued, with McNemar's exact test on those
+#   counts (lesson 05, `ec.paired_difference`);
+# - why eight perturbations tested at once need a correction: Bonferroni's, Holm's, and Tarone's,
+#   which counts only the tests that could reach significance at all;
 # - a per-example grid that shows *which* inputs break;
 # - how robustness interacts with normalisation: a case change EM forgives, and one it cannot;
 # - a typo-rate curve, and why the net score hides answers that break and answers that get fixed.
 #
-# **Time needed:** about 55 minutes.
+# **Time needed:** about 65 minutes.
 #
 # **Builds on:** lesson 02 (exact match and its normalisation), lesson 03 (token F1) and lesson 05
-# (the aggregate). HELM's perturbation set is the model for ours. Nothing is trained here.
+# (the aggregate, McNemar's test and Newcombe's interval). Nothing is trained here.
+#
+# *Sources:* our perturbation set is modelled on that of HELM (Stanford's Holistic Evaluation of
+# Language Models; Liang et al. 2022, arXiv 2211.09110).
 
 # %%
 import statistics
@@ -55,10 +60,12 @@ pd.set_option("display.max_colwidth", 80)
 # %% [markdown]
 # ## 1. Perturbations are small pure functions
 #
-# Every perturbation has the signature `perturb(text, seed=0) -> text`. Its random draws come from a
-# generator seeded by the seed *and the text*. So the same question with the same seed always gives
-# the same output, and two questions get independent typos. `ec.PERTURBATIONS` holds the default
-# set. Here is one question under each:
+# A perturbation here is a **pure function**: its output depends only on its arguments, and calling
+# it changes nothing else. That makes every perturbed question reproducible. Every perturbation has
+# the signature `perturb(text, seed=0) -> text`. Its random draws come from a generator seeded by the
+# seed *and the text*. So the same question with the same seed always gives the same output, and two
+# questions get independent typos. `ec.PERTURBATIONS` holds the default set. Here is one question
+# under each:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -76,9 +83,10 @@ pd.DataFrame({"perturbed instruction": {name: fn(question, seed=0)
 #   `rate` (0.1 by default);
 # - **contraction** turns "What is" into "What's", while **expansion** turns contractions back and
 #   has nothing to do here;
-# - **paraphrase** wraps the question in one of `ec.PARAPHRASE_TEMPLATES`. We chose these to differ
-#   from the framings the model was trained with (`ec.QUESTION_FRAMINGS`). A paraphrase the model has
-#   seen measures memory, not robustness;
+# - **paraphrase** wraps the question in one of `ec.PARAPHRASE_TEMPLATES`, with words before or after
+#   it. A **framing** is a template that wrapped the questions in training, such as "Question: {q}"
+#   (`ec.QUESTION_FRAMINGS`, printed in section 5). We chose the paraphrases to differ from every
+#   framing. A paraphrase the model has seen measures memory, not robustness;
 # - **distractor** puts an irrelevant sentence first.
 #
 # The contract each function must keep, checked:
@@ -93,6 +101,10 @@ assert not set(ec.PARAPHRASE_TEMPLATES) & set(ec.QUESTION_FRAMINGS)
 
 # %% [markdown]
 # ## 2. The robustness eval
+#
+# One perturbation, upper case, wipes out the score, and five of the eight leave it exactly where it
+# was. Holm's correction for eight tests leaves no drop standing, but a sharper one, Tarone's, keeps
+# upper case. This section builds that result step by step. Sections 2 to 5 all use seed 0.
 #
 # `ec.robustness_eval(model, tok, pairs, perturbations=None, metric=None, seed=0)` generates an
 # answer for every example clean and under every perturbation, in one batch. It scores each answer
@@ -119,26 +131,54 @@ table
 
 # %% [markdown]
 # The clean EM is 0.30 (6 of 20). Upper case takes it to 0: every right answer breaks. The
-# paraphrase costs 0.15 net, and the distractor sentence *adds* 0.05. Typos at rate 0.1, lower case
-# and extra spaces change every input and leave the score exactly where it was. Contraction changes
-# only 4 of the 20 questions and expansion none, so their zero drop says almost nothing. That is why
-# the table reports the share of inputs a perturbation actually changed.
+# paraphrase costs 0.15 net, and the distractor sentence *adds* 0.05. With seed 0, typos at rate 0.1,
+# lower case and extra spaces change every input and leave the score exactly where it was. (Section 6
+# reruns the typos with five seeds: at rate 0.1 they break 2 of 30 right answers, 6 questions × 5
+# seeds.)
 #
-# A net change can hide two flows: right answers that **break** and wrong answers that are
-# **rescued**. Count both. Whether a split such as "4 broke, 1 rescued" is more than noise is what
-# **McNemar's exact test** asks: if the perturbation made no difference, each changed answer would be
-# as likely to go one way as the other, like a fair coin, and p is how often a coin splits that many
-# changes at least this unevenly. Answers that did not change carry no evidence either way.
+# Contraction changes only 4 of the 20 questions and expansion none, so their zero drop says almost
+# nothing. That is why the table reports the share of inputs a perturbation actually changed.
+
+# %% [markdown]
+# **Broke and rescued.** A net change can hide two flows: right answers that **break** and wrong
+# answers that are **rescued**. Count both. McNemar's exact test (lesson 05) asks whether a split
+# such as "4 broke, 1 rescued" is more than noise. If the perturbation made no difference, each
+# changed answer would be as likely to go one way as the other, like a fair coin. The p-value
+# (lesson 05) is how often a coin splits that many changes at least this unevenly. Answers that did
+# not change carry no evidence either way.
 #
-# `ec.paired_difference(a, b)` does all of this for two results on the same examples: the change
-# `b - a` with a paired 95% interval (for 0/1 scores Newcombe's paired score interval, lesson 05), the
-# broke and rescued counts and the exact McNemar p (`ec.mcnemar_exact(broke, rescued)` on its own). The clean and perturbed runs
-# have different instructions by design, so we pair them on the question's index.
+# `ec.paired_difference(a, b)` does all of this for two results on the same examples. It returns:
 #
-# We test **eight** perturbations at once. With eight chances, one p below 0.05 turns up by luck far
-# more often than one time in 20. **Holm's correction** controls that: sort the p-values, multiply the
-# smallest by 8, the next by 7, and so on (never letting an adjusted p fall below the one before it,
-# and capping at 1). A drop counts as a finding only if it survives the correction at 0.05.
+# - the change `b - a`, with a paired 95% interval (for 0/1 scores, Newcombe's paired score
+#   interval, lesson 05);
+# - the broke and rescued counts;
+# - the exact McNemar p (`ec.mcnemar_exact(broke, rescued)` computes it on its own).
+#
+# The clean and perturbed runs have different instructions by design. `paired_difference` matches
+# examples by their instruction when they have one, so we pair them on the question's index instead.
+
+# %% [markdown]
+# **Eight tests at once.** A **family** of comparisons is a set of tests read together, so their
+# errors must be counted together. Ours has **eight** tests, one per perturbation, any of which we
+# might report as "this perturbation changes the score". This is the problem of **multiple
+# comparisons**: the more tests we run, the likelier it is that at least one of them looks
+# significant (p below 0.05) by luck. Each test alone still keeps its 5%. If each of eight
+# independent tests could reach any p-value, the chance that at least one falls below 0.05 by luck
+# alone would be 1 - 0.95^8 ≈ 34%, not one in 20.
+#
+# **Holm's correction** controls that. It keeps the chance of even one false finding in the family
+# at or below 0.05. It adjusts the p-values in three steps:
+#
+# 1. sort them, smallest first;
+# 2. multiply the smallest by 8, the next by 7, and so on down to 1;
+# 3. never let an adjusted p fall below the one before it, and cap each at 1.
+#
+# Multiplying the smallest p by 8 is the same as comparing it with 0.05 / 8: the 5% is shared among
+# the eight tests. **Bonferroni's correction**, Holm's simpler and stricter cousin, compares *every*
+# p with 0.05 / 8 (lesson 11 uses it). Holm relaxes the bar step by step: 0.05 / 7 for the next p,
+# and so on, stopping at the first p that fails.
+#
+# A drop counts as a finding only if it survives the correction at 0.05.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -169,19 +209,29 @@ print(churn.to_string(float_format=lambda v: f"{v:.4g}"))
 print("drops that survive Holm's correction at 0.05:", survivors or "none")
 
 # %% [markdown]
-# Upper case is the strongest result the data can give: all six right answers break and none is
-# rescued. A coin splits six changes 6-0 (either way) with probability 2/64, so its McNemar p is
-# 0.03125, the smallest p that six changed answers can produce. But it is one of eight tests, and
-# Holm multiplies the smallest p by 8: 0.25. By Holm, no drop survives.
+# By Holm, no drop survives, not even upper case. Upper case is the strongest result the data can
+# give: all six right answers break and none is rescued. A coin splits six changes 6-0 (either way)
+# with probability 2/64. So its McNemar p is 0.03125, the smallest p that six changed answers can
+# produce. But it is one of eight tests, and Holm multiplies the smallest p by 8: 0.25.
+
+# %% [markdown]
+# **Holm is too strict here**, and we can say exactly why. It charges each of the eight tests as if it
+# could produce any p-value. An exact test on a handful of changed answers cannot. Given n changed
+# answers, McNemar's smallest possible p is 2/2^n. (The test looks only at how the n changes split,
+# so n is taken as given.) Here:
 #
-# Holm is too strict here, and we can say exactly why. It charges each of the eight tests as if it
-# could produce any p-value. An exact test on a handful of changed answers cannot: given n changed
-# answers, McNemar's smallest possible p is 2/2^n (the test conditions on n). Five perturbations
-# changed no answer at all, so their p is 1 whatever happens; the distractor changed one (best p 1);
-# the paraphrase five (best p 0.0625, already above 0.05). Only upper case, with six, could reach
-# 0.05 at all. **Tarone's correction** counts only such tests: it takes the smallest K for which at
-# most K tests have a smallest attainable p at or below 0.05 / K, and compares with 0.05 / K.
-# `ec.tarone_holm` does that step by step, like Holm:
+# - five perturbations changed no answer at all, so their p is 1 whatever happens;
+# - the distractor changed one (smallest possible p 1);
+# - the paraphrase changed five (smallest possible p 0.0625, already above 0.05);
+# - only upper case, with six, could reach 0.05 at all.
+#
+# **Tarone's correction** counts only such tests. It takes the smallest K for which at most K tests
+# have a smallest possible p at or below 0.05 / K. It then compares the p-values of those tests with
+# 0.05 / K. Try K = 1: only upper case has a smallest possible p (0.031) at or below 0.05 / 1. That is
+# one test, no more than K, so K = 1, and upper case's p is compared with 0.05 itself, not 0.05 / 8.
+#
+# `ec.tarone_holm` applies this step by step, like Holm: after a test survives, K is recomputed over
+# the tests left. The table calls it "Tarone-Holm":
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -197,18 +247,30 @@ assert tarone_survivors == ["uppercase"], tarone_survivors
 assert ec.tarone_count(floors, 0.05) == 1, f"expected Tarone to count 1 test, got {ec.tarone_count(floors, 0.05)}"
 
 # %% [markdown]
-# **Upper case survives**, at p = 0.031 against 0.05: of the eight tests only one could ever have
-# rejected, so there is nothing to share the 5% among. This is not a loophole. Which tests count
-# depends only on how many answers each perturbation changed, not on which way they changed, and a
-# test that cannot reach 0.05 cannot produce a false finding however many of them there are. Holm,
-# blind to that, threw away the only result the fixture could give.
+# **Upper case survives**, at p = 0.031 against 0.05. Of the eight tests only one could ever give a
+# finding, so there is nothing to share the 5% among. This is not a loophole:
 #
-# Two limits remain. The survivor is one perturbation on one 20-question fixture, and its size is
-# still rough: the change is -0.30 and Newcombe's paired interval runs from -0.52 to -0.08, per
-# comparison, not corrected for eight looks. The paraphrase breaks four and rescues one (p = 0.375
-# before any correction): it leans the same way but is not a finding. The distractor's gain is a
-# single rescued answer, which is noise. Typos, lower case and extra spaces broke nothing and
-# rescued nothing, so their tests had nothing to test. With 20 examples one answer is 0.05 of EM.
+# - which tests count depends only on how many answers each perturbation changed, not on which way
+#   they changed. With no real effect, how many answers change says nothing about which way they go,
+#   so choosing tests by it cannot favour small p-values;
+# - a test that cannot reach 0.05 cannot produce a false finding, however many of them there are.
+#
+# Holm, blind to that, threw away the only result the fixture could give.
+#
+# **How sure are we?**
+#
+# - The survivor is one perturbation on one 20-question fixture.
+# - Its size is still rough. The change is -0.30, and Newcombe's paired interval runs from -0.52 to
+#   -0.08. That interval is per comparison, not corrected for eight looks.
+# - The paraphrase breaks four and rescues one (p = 0.375 before any correction). It leans the same
+#   way but is not a finding.
+# - The distractor's gain is a single rescued answer, too few to tell from noise (its smallest
+#   possible p is 1).
+# - Typos, lower case and extra spaces broke nothing and rescued nothing, so their tests had nothing
+#   to test. Their intervals, -0.11 to +0.11 (as for contraction and expansion), say what that is
+#   worth. Nothing changed on these 20 questions, but 20 pairs cannot rule out a change of about two
+#   answers either way.
+# - With 20 examples one answer is 0.05 of EM.
 
 # %%
 assert x["clean"] == 0.3, f"expected clean EM 0.3 (6 of 20), got {x['clean']}"
@@ -247,9 +309,11 @@ plt.show()
 # %% [markdown]
 # ## 3. Which inputs break?
 #
-# An average over 20 questions hides which ones move. The grid below has one row per question and
-# one column per condition. The colour is the token F1 of the answer (lesson 03), and a ✓ marks an
-# exact match.
+# The answers that move are few, and both the breaks and the rescues say the same thing: the answer
+# can hinge on the form of the question. Upper case, the paraphrase and the distractor flip some
+# answers. Typos, lower case and extra spaces change every input and flip none. An average over 20
+# questions hides which ones move. The grid below has one row per question and one column per
+# condition. The colour is the token F1 of the answer (lesson 03), and a ✓ marks an exact match.
 
 # %%
 frame["f1"] = [ec.token_f1(p, r) for p, r in zip(frame.prediction, frame.reference)]
@@ -281,12 +345,18 @@ plt.show()
 
 # %% [markdown]
 # The six questions answered right when clean are all short, familiar facts (Paris, Tokyo, the
-# Pacific, Mars, Jupiter, 7). All six break under upper case, and four of them under the
-# paraphrase. Two of the other 14 are *rescued*: the boiling point under a paraphrase ("Could you
-# help me with this? ..."), where the clean answer was a near miss ("10 degres Celsius"), and the
-# spider's legs under the distractor sentence ("Eight"). One rescue is not evidence that the model
-# knows more. Both the breaks and the rescues show that the answer hinges on the exact bytes of the
-# question. Here is one question across the conditions:
+# Pacific, Mars, Jupiter, 7). All six break under upper case, and four of them under the paraphrase.
+# Two of the other 14 are *rescued*:
+#
+# - the boiling point (the upper of the two "At what Celsius temperature..." rows), under a
+#   paraphrase ("Could you help me with this? ..."). The clean answer was a near miss ("10 degres
+#   Celsius");
+# - the spider's legs, under the distractor sentence ("Eight").
+#
+# **How sure are we?** One rescue is not evidence that the model knows more.
+#
+# Here is one question across the conditions. Its answer, "Mars", survives all but two of them: upper
+# case, and a paraphrase that ends the question with "Reply in a few words".
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -296,10 +366,14 @@ one.reset_index(drop=True)
 # %% [markdown]
 # ## 4. The worst case
 #
-# HELM summarises robustness as a **worst case**. For each example, take the lowest score over the
-# clean input and every perturbation, then average over the examples. That is
-# `rob.value`. It never exceeds the clean score, and it asks "would this answer survive *every*
-# perturbation?"
+# HELM summarises robustness as a **worst case**: for each example, take the lowest score over the
+# clean input and every perturbation, then average over the examples. That is `rob.value`. It never
+# exceeds the clean score, and it asks "would this answer survive *every* perturbation?"
+#
+# It can be lower than the score under every single perturbation. If question A breaks only under
+# typos and B only under upper case, each perturbation loses one answer, but the worst case loses
+# both. (Here upper case alone already scores 0, so the two agree.) A worst case is only defined
+# relative to its set of perturbations, so report the set along with the number.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -311,14 +385,16 @@ assert rob.value == 0.0 < mild.value == mild.extras["clean"] == 0.3
 
 # %% [markdown]
 # With all eight perturbations the worst case is 0: every right answer fails under something. With
-# four mild perturbations (similar to HELM's "invariance" set) it is 0.30, the clean score itself:
-# all six right answers survive all four. A worst case is only defined relative to its set of
-# perturbations, so report the set along with the number.
-#
+# four mild perturbations (similar to HELM's "invariance" set, perturbations that should leave the
+# right answer unchanged) it is 0.30, the clean score itself: all six right answers survive all
+# four.
+
+# %% [markdown]
 # ## 5. Robustness meets normalisation
 #
-# Lesson 02's `normalise_em` lowercases, strips and collapses whitespace. It acts on the **answer**.
-# A perturbation acts on the **question**. These are different things, and a case change shows the
+# Output normalisation forgives a case change in the answer, never one in the question. Lesson 02's
+# `normalise_em` lowercases, strips, collapses whitespace and drops trailing `.`, `!` and `?`. It
+# acts on the **answer**. A perturbation acts on the **question**. A case change shows the
 # difference. We compare EM with a strict match whose normaliser only strips. It is still
 # `ec.exact_match`, with a different `normalise`.
 
@@ -358,20 +434,28 @@ print(ec.QUESTION_FRAMINGS)
 #   has no case). That is why lesson 02 normalises.
 # - **A case change in the question** is a different input, and no output normalisation can help.
 #   Lower case costs nothing (no answer breaks, none is rescued), and the model was *trained* on
-#   lowercased questions (the `{lower}` framing printed above). Upper case was never in training, and
-#   it breaks every right answer: the model answers in babble, which no metric would forgive.
+#   lowercased questions (the `{lower}` framing printed above; `{bare}` is the question without its
+#   final punctuation). Upper case was never in training. It breaks every right answer: the model
+#   answers in babble, which no metric would forgive.
 #
-# That pattern fits the common view that robustness to a perturbation comes from training data that
-# covered it, but it does not prove it here: typos and extra spaces are not among the training
-# framings either, and with this seed they broke nothing too. Testing the cause would take a second
-# model trained without the lowercase framing.
+# **How sure are we?**
 #
+# - That pattern fits the common view that robustness to a perturbation comes from training data
+#   that covered it. It does not prove it here. Typos and extra spaces are not among the training
+#   framings, yet with this seed they broke nothing either.
+# - Testing the cause would take a second model trained without the lowercase framing.
+
+# %% [markdown]
 # ## 6. Typo rate against score
 #
-# Finally, a dose-response curve. We sweep the typo rate from 0 to 0.5 and repeat each rate with 5
-# seeds. A perturbation can be any function `(text, seed) -> text`, so a rate is passed with a
-# small lambda. Besides EM we track two parts of it. **kept** is the share of the clean-correct
-# answers that stay correct. **gained** is the share of the clean-wrong answers that become correct.
+# Heavier typos break some answers that light ones leave alone, and a few lucky rescues hide part of
+# that in the net score. We show it with a **dose-response curve**: the effect measured at a growing
+# dose, here the typo rate. We sweep the rate from 0 to 0.5 and repeat each rate with 5 seeds. A
+# perturbation can be any function `(text, seed) -> text`, so a rate is passed with a small lambda.
+# Besides EM we track two parts of it:
+#
+# - **kept** is the share of the clean-correct answers that stay correct;
+# - **gained** is the share of the clean-wrong answers that become correct.
 
 # %%
 rates = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5]
@@ -417,20 +501,32 @@ plt.show()
 # %% [markdown]
 # EM alone looks flat: it drifts from 0.30 to about 0.25. Split into its parts, the picture is
 # clearer. The table counts (question, seed) pairs: 6 right questions and 14 wrong ones, each with 5
-# seeds. At rate 0.05 nothing changes. From rate 0.1 on, right answers start to break, 2 to 7 of the
-# 30, while at most 3 of the 70 wrong ones become right by chance. The two effects partly cancel in
-# the net score. Six questions are few, so the exact shape of these curves (kept is higher at rate
-# 0.5 than at 0.3, for instance) is noise; what the sweep does show is that heavier typos break some
-# answers that light ones leave alone. On a fixture this small, a flat robustness curve can hide
-# churn. Look at what broke and what was rescued, not only the mean.
+# seeds. So rate 0.1 here is not section 2's seed-0 run, which broke nothing.
 #
+# - At rate 0.05 nothing changes.
+# - From rate 0.1 on, right answers start to break, 2 to 7 of the 30.
+# - Meanwhile at most 3 of the 70 wrong ones become right by chance.
+#
+# The two effects partly cancel in the net score. On a fixture this small, a flat robustness curve
+# can hide **churn**: answers that break while others get rescued. Look at what broke and what was
+# rescued, not only the mean.
+#
+# **How sure are we?**
+#
+# - Six questions are few, so the exact shape of these curves cannot be told from noise. Kept is
+#   higher at rate 0.5 than at 0.3, for instance.
+# - What the sweep does show is that heavier typos break some answers that light ones leave alone.
+
+# %% [markdown]
 # ## 7. Joining the aggregate
 #
+# Robustness joins the aggregate as an absolute worst-case score, with a default weight of 0.
 # `robustness_eval` returns an `EvalResult` named `"robustness"`. Its value is the worst-case score.
-# Its normalisation to [0, 1] is that value as it is, clipped, and its default weight is 0. Why
-# absolute, and not "worst case divided by clean"? The under-trained checkpoint shows why. It never
-# answers right, so a ratio would be 0/0, or worse, a perfect 1 ("nothing to lose"). That would put
-# a useless model at the top of the robustness column.
+# Its normalisation to [0, 1] is that value as it is, clipped.
+#
+# Why absolute, and not "worst case divided by clean"? The under-trained checkpoint shows why. It
+# never answers right, so a ratio would be 0/0, or worse, a perfect 1 ("nothing to lose"). That would
+# put a useless model at the top of the robustness column.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -452,6 +548,11 @@ assert abs(after.score - before.score) < 1e-12 and abs(before.score - 0.3248) < 
 assert after.normalised()["robustness"] == mild.value
 
 # %% [markdown]
+# With weight 0 the four-eval aggregate stays 0.3248. With weight 0.2, the mild set's worst case
+# (0.30) moves it to 0.3207. The five weights then sum to 1.2, and `ec.aggregate` renormalises them
+# (lesson 05, section 5): (0.3248 + 0.2 × 0.30) / 1.2.
+
+# %% [markdown]
 # ## Summary
 #
 # **What this lesson established**
@@ -459,36 +560,36 @@ assert after.normalised()["robustness"] == mild.value
 # - A perturbation is a small pure function of `(text, seed)`. It is deterministic, the identity at
 #   rate 0, and it only ever touches the instruction: references are never perturbed.
 # - On the 20 EM questions, the shipped TinyGPT scores 0.30 clean (6 right). Upper case takes it to
-#   0.00: all six right answers break and none is rescued (change -0.30, Newcombe's paired 95%
-#   interval -0.52 to -0.08).
-#   The paraphrase costs 0.15 net (4 broke, 1 rescued), and the distractor adds 0.05 (one rescue).
-#   Typos at rate 0.1, lower case and extra spaces break and rescue nothing. Contraction changes only
-#   20 % of the inputs, and expansion none.
+#   0.00: all six right answers break and none is rescued. The change is -0.30, with Newcombe's
+#   paired 95% interval from -0.52 to -0.08.
+# - The paraphrase costs 0.15 net (4 broke, 1 rescued), and the distractor adds 0.05 (one rescue).
+#   With seed 0, typos at rate 0.1, lower case and extra spaces break and rescue nothing.
+#   Contraction changes only 20 % of the inputs, and expansion none.
 # - McNemar's exact test (`ec.paired_difference`, `ec.mcnemar_exact`) on broke/rescued, corrected
-#   for eight perturbations. Holm's correction: upper case p = 0.03125 before, 0.25 after, and
-#   nothing survives. Tarone's (`ec.tarone_holm`), which counts only the tests whose changed
-#   answers could reach p <= 0.05 at all (here one): **upper case survives**, at p = 0.031. The
-#   paraphrase (p = 0.375) does not.
+#   for eight perturbations:
+#   - Holm's correction: upper case p = 0.03125 before, 0.25 after, and nothing survives;
+#   - Tarone's (`ec.tarone_holm`) counts only the tests whose changed answers could reach p <= 0.05
+#     at all (here one). **Upper case survives**, at p = 0.031. The paraphrase (p = 0.375) does not.
 # - The per-example worst case is 0.00 over all eight perturbations and 0.30 (the clean score) over
-#   four mild ones: a worst case means nothing without its perturbation set.
+#   four mild ones. A worst case means nothing without its perturbation set.
 # - EM normalisation forgives a lower-cased *answer* (0.30, against 0.05 for a strict match). No
 #   output normalisation can forgive an upper-cased *question* (0.00).
 # - `"robustness"` joins `ec.aggregate` as the absolute worst-case score (no 0/0 for a model that is
 #   never right), with a default weight of 0. The four-eval aggregate stays 0.3248.
 #
-# **What it did not establish**
+# **What it did not**
 #
-# - How much upper case hurts beyond this fixture: it is one 20-question fixture with six right
+# - How much upper case hurts beyond this fixture. It is one 20-question fixture with six right
 #   answers to lose, and the size of the drop is known only to within -0.52 to -0.08. The
 #   paraphrase's cost and the distractor's gain are within noise.
-# - Why lower case is harmless here. Lower case is among the training framings and costs nothing,
-#   but so do typos and extra spaces, which are not; the cause would need a second model trained
+# - Why lower case is harmless here. Lower case is among the training framings and costs nothing.
+#   But so do typos and extra spaces, which are not. The cause would need a second model trained
 #   without the lowercase framing.
-# - The shape of the typo-rate curve. EM only drifts from 0.30 to about 0.25 between rates 0 and 0.5;
-#   from rate 0.1 on, 2 to 7 of 30 right (question, seed) pairs break while at most 3 of 70 wrong ones
-#   get fixed. Its exact shape is noise on six right questions.
-# - Anything beyond one seed: over seeds 0-4 the paraphrase scores 0.15 to 0.30 (seed 0 is its worst)
-#   and the distractor 0.25 to 0.40.
+# - The shape of the typo-rate curve. EM only drifts from 0.30 to about 0.25 between rates 0 and 0.5.
+#   From rate 0.1 on, 2 to 7 of 30 right (question, seed) pairs break, while at most 3 of 70 wrong
+#   ones get fixed. On six right questions its exact shape cannot be told from noise.
+# - Anything beyond one seed: over seeds 0-4 (Exercise 4) the paraphrase scores 0.15 to 0.30 (seed 0
+#   is its worst) and the distractor 0.25 to 0.40.
 
 # %% [markdown]
 # ## Exercises
@@ -499,9 +600,9 @@ assert after.normalised()["robustness"] == mild.value
 # %% [markdown]
 # ### Exercise 1: Token F1 instead of EM
 #
-# Rerun section 2 with `metric=ec.token_f1`. Store the F1 drop of each perturbation in `f1_drop` (a
-# dict like `x["drop"]`), and the perturbations whose F1 drop is *smaller* than their EM drop in
-# `gentler`, in the order of `x["drop"]`. Does F1's partial credit make it gentler everywhere? Why not?
+# Rerun section 2 with `metric=ec.token_f1`. Store the F1 drop of each perturbation in `f1_drop`, a
+# dict like `x["drop"]`. Store in `gentler` the perturbations whose F1 drop is *smaller* than their
+# EM drop, in the order of `x["drop"]`. Does F1's partial credit make it gentler everywhere? Why not?
 #
 # *Hint:* `extras["drop"]` of the new result. F1 gives partial credit to "Paris is the capital of
 # France.", but it also gives partial credit to the *clean* answers that EM calls wrong.
@@ -605,9 +706,10 @@ print("Exercise 3: check passed.")
 #
 # Four perturbations ignore the seed (check it), and typos over five seeds are section 6's "rate 0.1".
 # Run the two seeded perturbations the lesson discussed, paraphrase and distractor, with seeds 0-4.
-# Store their EM in `per_seed` (a DataFrame: one row per seed, in order, one column per perturbation),
-# plot each as a box against the clean EM, and store in `straddles` the ones whose EM lies below clean
-# for some seed and above it for another. Which drops are larger than the seed-to-seed spread?
+# Store their EM in `per_seed`, a DataFrame with one row per seed, in order, and one column per
+# perturbation. Plot each as a box against the clean EM. Store in `straddles` the ones whose EM lies
+# below clean for some seed and above it for another. Which drops are larger than the seed-to-seed
+# spread?
 #
 # *Hint:* `extras["per_perturbation"]` for each seed, into a DataFrame.
 
@@ -641,10 +743,9 @@ assert sorted(straddles) == both_sides, f"expected the perturbations whose EM fa
 print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
-# Upper case is the only drop larger than the seed-to-seed spread: it ignores the seed and takes EM
-# to 0 every time (and, as section 2 showed, it survives Tarone's correction for eight tests,
-# though not Holm's). The paraphrase scores between 0.15 and 0.30 over five seeds, never
-# above clean, which leans towards a small real cost; but seed 0, the one the lesson reports, happens
-# to be its worst. The distractor sentence lands on both sides of the clean 0.30 depending on the
-# seed, so its gain at seed 0 has no direction at all. One seed on 20 questions is one draw: report
-# the spread.
+# Upper case is the only drop larger than the seed-to-seed spread. It ignores the seed and takes EM
+# to 0 every time. As section 2 showed, it survives Tarone's correction for eight tests, though not
+# Holm's. The paraphrase scores between 0.15 and 0.30 over five seeds, never above clean, which leans
+# towards a small real cost. But seed 0, the one the lesson reports, happens to be its worst. The
+# distractor sentence lands on both sides of the clean 0.30 depending on the seed, so its gain at
+# seed 0 has no direction at all. One seed on 20 questions is one draw: report the spread.

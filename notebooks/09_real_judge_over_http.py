@@ -17,24 +17,22 @@
 #
 # **What you will learn**
 #
-# - how an LLM judge is called over the OpenAI-compatible chat-completions API (OpenAI's own API,
-#   which vLLM, llama.cpp's server and Ollama also serve; section 7 names their docs), and why
-#   `ec.HTTPJudge` builds a judge called with exactly `ec.mock_judge`'s signature, so `judge_eval`
-#   needs no other change;
-# - how to run a local judge server (the mock judge behind that same API) and evaluate through it;
-# - what goes wrong with a real endpoint (server errors, timeouts, replies that are not a score), why
-#   such an example must be recorded as **unscored** with its reason and never as a number, and how the
-#   report shows *scored/total*;
-# - an on-disk cache, so re-running a notebook costs nothing, and keeping the API key out of everything
-#   you write;
-# - three bias checks: does padding move the score, does the judge agree with exact match and token F1
-#   (Cohen's kappa), and do two judges agree with each other;
-# - a real judge, SmolLM2-135M-Instruct served by vLLM, read two ways (its parsed reply, and G-Eval's
-#   probability-weighted formula read from the server's log-probabilities), measured for position and
-#   verbosity bias and for agreement with labels the course wrote, with intervals that resample
-#   questions, against the mock judge and chance.
+# - to call an LLM judge over the OpenAI-compatible chat-completions API with `ec.HTTPJudge`, a judge
+#   with exactly `ec.mock_judge`'s signature, so `judge_eval` needs no other change;
+# - to serve a judge on your machine and evaluate through it;
+# - why a failed judgement is recorded as **unscored** with its reason, never as a number, and
+#   reported as *scored/total*;
+# - an on-disk cache, and keeping the API key out of everything you write;
+# - three bias checks: padding, agreement with exact match and token F1 (Cohen's kappa), and agreement
+#   between two judges;
+# - to read a real judge, SmolLM2-135M-Instruct served by vLLM, two ways: its parsed reply, and
+#   G-Eval's probability-weighted formula from the server's log-probabilities;
+# - to measure that judge's position and verbosity bias, and its agreement with labels the course
+#   wrote, against the mock judge and chance;
+# - in "Going further": a paired comparison of the two judges, and why a self-selected subset gets no
+#   interval.
 #
-# **Time needed:** about 90 minutes. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
+# **Time needed:** about 90 minutes. **Going further:** about 5 minutes more. **Builds on:** 04 (the mock judge) and 05 (the aggregate and its report).
 # Nothing here leaves your machine: every server binds to 127.0.0.1.
 
 # %%
@@ -58,13 +56,17 @@ model, tok, fx = ec.load_pretrained(), ec.InstructionTokenizer(), ec.load_fixtur
 # %% [markdown]
 # ## 1. A judge server on localhost
 #
-# `ec.JudgeServer` puts a judge function (by default `ec.mock_judge`) behind the chat-completions API,
-# in a thread of this kernel. From a terminal, `python evalcore.py serve-judge --port 8000` does the same
-# thing. `ec.JudgeServer()` listens on port 0 by default, which asks the operating system for any free port.
+# Any judge function can sit behind an HTTP server, and evaluating through it changes nothing. The
+# **OpenAI-compatible API** is the HTTP interface OpenAI defined for its own models. vLLM, llama.cpp's server and Ollama serve it too (section 7 names
+# their docs), so one client talks to all of them. Its chat-completions route,
+# `POST /v1/chat/completions`, takes a list of chat messages and returns the model's reply.
 #
-# This server lives across the next sections, so no single cell can hold a `with` block around it.
-# Re-running this cell without stopping the old server would leave that one listening on its free
-# port: harmless, but wasteful. So the cell first stops a server left over from an earlier run, and the
+# `ec.JudgeServer` puts a judge function (by default `ec.mock_judge`) behind that route, in a thread of
+# this kernel. By default it listens on port 0, which asks the operating system for any free port.
+# From a terminal, `python evalcore.py serve-judge --port 8000` does the same.
+#
+# The server lives across the next sections, so no cell can hold a `with` block around it. The cell
+# first stops a server left from an earlier run (harmless to leave listening, but wasteful). The
 # clean-up cell at the end stops every server in a `finally`.
 
 # %%
@@ -74,9 +76,10 @@ server = ec.JudgeServer().start()  # mock_judge behind POST /v1/chat/completions
 print(server.url, server.model)
 
 # %% [markdown]
-# A judge request is a list of chat messages. The system message holds the rubric: what each score from 1
-# to 5 means, and a reminder that length earns nothing. The user message holds the item as JSON and asks
-# for a JSON reply. `ec.judge_messages` builds them, so you can read exactly what the judge reads:
+# A judge request is a list of chat messages. The system message holds the rubric (lesson 04): what
+# each score from 1 to 5 means, and a reminder that length earns nothing. The user message holds the
+# item as JSON and asks for a JSON reply. `ec.judge_messages` builds them, so you can read exactly what
+# the judge reads:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -86,9 +89,11 @@ for message in ec.judge_messages(q, preds[1], ref):
     print(f"--- {message['role']} ---\n{message['content']}")
 
 # %% [markdown]
-# `HTTPJudge(base_url, model)` builds a judge. It sends those messages with temperature 0 and
-# parses the reply. Parsing is forgiving about what surrounds the JSON (code fences, chatty prose) and
-# strict about the score: it must be an integer from 1 to 5. The cache directory is a temporary one.
+# `HTTPJudge(base_url, model)` builds a judge that sends those messages and parses the reply. It asks
+# for a sampling **temperature** of 0. The temperature sets how randomly each next token is drawn, and
+# at 0 the server takes the most likely one at each step (greedy decoding, lesson 04; not lesson 07's
+# fitted temperature). Parsing is forgiving about what surrounds the JSON (code fences, chatty prose)
+# and strict about the score: an integer from 1 to 5. The cache directory (section 3) is temporary.
 
 # %% tags=["live"]
 # An HTTP judge: ec.HTTPJudge(server.url, server.model, cache_dir=...), called like mock_judge; defines: cache_dir, judge, verdict
@@ -99,10 +104,10 @@ print(verdict)
 assert verdict == ec.mock_judge(q, preds[1], ref)  # same verdict, now over a real socket
 
 # %% [markdown]
-# Because the HTTP judge has the mock judge's signature, `judge_eval` takes it as `judge_fn` and nothing
-# else changes. Through the server we get the mock judge's numbers exactly, and every example is scored. Like every
-# eval's value, the judge's comes with a 95% interval (`extras["ci95"]`, a percentile bootstrap over
-# the scored examples):
+# Through the server we get the mock judge's numbers exactly, and every example is scored:
+# `judge_eval` takes the HTTP judge as `judge_fn`, and nothing else changes. Like every eval's value,
+# the judge's comes with a 95% interval, `extras["ci95"]`: a percentile bootstrap over the scored
+# examples (lesson 01).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -120,13 +125,16 @@ assert n["n"] == len(fx["judge"]), f"expected all {len(fx['judge'])} examples sc
 # %% [markdown]
 # ## 2. When the judge fails
 #
-# A real endpoint fails now and then. It can be overloaded (HTTP 429 or 503), crash (500), take too long,
-# or reply with something that is not a score. The HTTP judge retries 429, 5xx, timeouts and dropped
-# connections. It waits with exponential backoff and jitter between tries, and honours a `Retry-After`
-# header. When the last retry fails, or when the reply can't be used (unparseable JSON, a score of 7),
-# it raises `ec.JudgeUnavailable(reason)`. `judge_eval` then records that example as **unscored**.
+# An example whose judgement fails must be recorded as **unscored**, with its reason, never as a
+# number. A real endpoint fails now and then: overloaded (HTTP 429 or 503), crashed (500), too slow, or
+# replying with something that is not a score.
 #
-# To see this happen we serve a judge that is broken on purpose on three items:
+# The HTTP judge retries 429, 5xx (any status from 500 to 599), timeouts and dropped connections. It
+# honours a `Retry-After` header, the server's "wait this many seconds". Between tries it waits with
+# exponential backoff and jitter: the longest wait doubles with each try, up to a cap, and each wait is
+# drawn at random between half of that longest wait and all of it. When the last retry fails, or the
+# reply can't be used (unparseable JSON, a score of 7), it raises `ec.JudgeUnavailable(reason)`.
+# `judge_eval` then records that example as unscored. Here is a judge broken on purpose on three items:
 
 # %%
 def unreliable_judge(instruction, prediction, reference):
@@ -141,9 +149,10 @@ def unreliable_judge(instruction, prediction, reference):
 
 
 # %% [markdown]
-# Retries are logged as warnings (below, on stderr). The short timeout and backoff keep the demonstration
-# quick. Against a hosted API, keep the defaults: a 30 s timeout and backoff from 0.5 s. This server is needed in one
-# cell only, so a `with` block starts it and stops it when the block ends, even if the block fails.
+# Retries are logged as warnings (below, on stderr). The short timeout and backoff keep this
+# demonstration quick; against a hosted API, keep the defaults (a 30 s timeout, backoff from 0.5 s).
+# This server is needed in one cell only, so a `with` block starts it and stops it, even if the block
+# fails.
 
 # %%
 with ec.JudgeServer(judge_fn=unreliable_judge) as flaky_server:
@@ -159,12 +168,12 @@ unscored["instruction"] = [fx["judge"][i][0] for i in unscored["index"]]
 unscored
 
 # %% [markdown]
-# Each failure carries its reason: the 500 after two retries, the timeout after two retries, and the 7,
-# which was not retried because asking again at temperature 0 would give the same answer. None of them
-# became a number. The value is the mean over the 17 examples that were scored, and the report says so
-# in its `n` column. Its 95% CI column is a bootstrap over those 17 scored examples only: it describes
-# how much the mean of the examples we *have* would move under resampling, and it knows nothing about
-# the three that failed.
+# None of the three failures became a number, and each carries its reason: the 500 after two retries,
+# the timeout after two retries, and the 7. The 7 was not retried: at temperature 0, asking again would
+# most likely give the same reply (here certainly, since this judge is a fixed function). Only most
+# likely: vLLM, for one, does not promise identical outputs across requests by default. The value is
+# the mean over the 17 examples that were scored. The report (lesson 05's table) says so in its `n`
+# column:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -179,26 +188,22 @@ assert shaky.extras["ci95"][0] < shaky.value < shaky.extras["ci95"][1]
 print(ec.aggregate([shaky]).table(worst=0))
 
 # %% [markdown]
-# Evaluation frameworks disagree about what to do with a judgement they cannot parse. Each line below
-# was checked in the framework's own file:
+# Evaluation frameworks disagree about what to do with a judgement they cannot parse:
 #
-# - **dropped**: FastChat's MT-Bench code turns it into -1 (`fastchat/llm_judge/common.py`,
-#   `run_judge_single`), and `fastchat/llm_judge/show_result.py` drops every -1 before the mean,
+# - **dropped**: FastChat's MT-Bench code turns it into -1, then drops every -1 before the mean,
 #   without reporting how many;
-# - **scored 0, kept in the mean**: G-Eval's code (`meta_eval_summeval.py`, `parse_output`) and
-#   lighteval's MT-Bench task (`src/lighteval/tasks/tasks/mt_bench/main.py`, `process_judge_response`);
-# - **the lowest score, kept in the mean**: OpenAI's evals (`evals/elsuite/modelgraded/classify_utils.py`,
-#   `get_choice_score` gives `__invalid__` the minimum), which also count it (`counts/__invalid__` in
-#   `classify.py`);
-# - **wrong, then unscored**: Inspect's `model_graded_qa` (`src/inspect_ai/scorer/_model.py`) returned
+# - **scored 0, kept in the mean**: G-Eval's code and lighteval's MT-Bench task;
+# - **the lowest score, kept in the mean**: OpenAI's evals, where `get_choice_score` gives
+#   `__invalid__` the minimum, and which also count it (`counts/__invalid__`);
+# - **wrong, then unscored**: Inspect's `model_graded_qa` returned
 #   `Score(value=INCORRECT, explanation="Grade not found in model output: ...")` up to inspect-ai
 #   0.3.244, scoring the failure as a wrong answer. Since 0.3.245 (pull request #4048) it returns
 #   `Score.unscored(...)`, which its metrics skip, and 0.3.285 still does.
 #
-# evalcore records the failure as unscored and reports the count. The policies that turn a failure
-# into a number are written out below, **wrong on purpose**, so that you can see how far they move
-# the value. On this 1-5 scale, "wrong" (old Inspect) and "the lowest score" (OpenAI's evals) are the
-# same move: a failure counts as 1.
+# evalcore records the failure as unscored and reports the count. The next cell writes out the
+# policies that turn a failure into a number, **wrong on purpose**, to show how far they move the
+# value. On this 1-5 scale, "wrong" (old Inspect) and "the lowest score" (OpenAI's evals) are the same
+# move: a failure counts as 1.
 
 # %% tags=["live"]
 # Two wrong policies: each failure as 1, or as 0, in a mean over all 20; defines: as_lowest, as_zero, policies, lost
@@ -222,18 +227,17 @@ ax.set(ylabel="judge value (mean score, 1-5)", ylim=(0, 3),
 plt.show()
 
 # %% [markdown]
-# The unscored value (1.706, 95% CI [1.294, 2.118]) is not "the truth" either. It is the mean over a
+# The unscored value, 1.706 (95% CI [1.294, 2.118]), is not "the truth" either. It is the mean over a
 # different set of examples, which is why the report carries the 17/20 beside it. Here it is *lower*
-# than the direct 1.95 (95% CI [1.5, 2.45]), because one of the three failures (example 4, the spider)
-# was the model's only exact match: which items fail decides which way the value moves. The gap, 0.24,
-# says nothing about the model's quality, and not because the two intervals overlap: overlapping
-# intervals are no test of a difference (lesson 05), and these two values are not two samples at all.
-# Both come from the same answers and the same judge, so nothing was resampled between them: the gap
-# is exactly what losing items 4, 7 and 11 does, as the next cell checks (the direct judge's mean over
-# the same 17 items *is* the unscored value). An interval measures the noise of sampling examples, not
-# the bias of losing particular ones. When failures are rare and unrelated to answer quality, dropping
-# them is close to harmless. When they cluster on hard items (or, as here, hit an easy one), the count
-# warns you. A failure scored as 1 or 0 hides that warning inside the number.
+# than the direct 1.95 (95% CI [1.5, 2.45]). One of the three failures (example 4, the spider) was the
+# model's only exact match: which items fail decides which way the value moves.
+#
+# The whole gap, 0.24, is *which* three items were lost, so it says nothing about the model's quality.
+# The next cell checks it: the direct judge's mean over the same 17 items *is* the unscored value. The
+# two values come from the same answers and the same judge: they are not two samples to compare. Their
+# intervals' overlap is beside the point, and overlapping intervals are no test of a difference anyway.
+# A difference needs a paired interval of its own (lesson 05; for judge scores, a paired bootstrap over
+# the questions).
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -243,10 +247,32 @@ print(f"direct judge over the same {len(kept)} items: {direct_on_kept:.4g}; unsc
 assert abs(direct_on_kept - shaky.value) < 1e-12, "the whole gap is which items were lost"
 
 # %% [markdown]
+# An interval measures the noise of sampling examples, not the systematic shift of losing particular
+# ones. When
+# failures are rare and unrelated to answer quality, dropping them is close to harmless. When they
+# cluster on hard items (or, as here, hit an easy one), the count warns you. A failure scored as 1 or
+# 0 hides that warning inside the number.
+#
+# **How sure are we?**
+#
+# - The report's 95% CI for the unscored value is a bootstrap over the 17 scored examples only. It
+#   describes how much the mean of the examples we *have* would move under resampling. It knows
+#   nothing about the three that failed.
+#
+# *Sources:* each policy was checked in the framework's own files: FastChat's
+# `fastchat/llm_judge/common.py` (`run_judge_single`) and `fastchat/llm_judge/show_result.py`; G-Eval's
+# `meta_eval_summeval.py` (`parse_output`); lighteval's `src/lighteval/tasks/tasks/mt_bench/main.py`
+# (`process_judge_response`); OpenAI's `evals/elsuite/modelgraded/classify_utils.py` and
+# `classify.py`; Inspect's `src/inspect_ai/scorer/_model.py`. vLLM's docs page "Reproducibility":
+# "vLLM does not guarantee the reproducibility of the results by default".
+
+# %% [markdown]
 # ## 3. A cache, so re-running costs nothing
 #
-# The judge caches each verdict on disk, keyed by a SHA-256 hash of (base URL, model, prompt).
-# Failures are never cached. Evaluating again makes no request at all:
+# Evaluating again makes no request at all: every verdict comes from a cache on disk. The judge keys
+# each verdict by a SHA-256 hash (a fixed-length fingerprint) of (base URL, model, prompt). Failures
+# are never cached. The judge starts with one cache hit already: section 1 judged item 1 once before
+# `judge_eval` met it again.
 
 # %%
 before = dict(judge.stats)
@@ -261,10 +287,10 @@ assert again.value == over_http.value
 # %% [markdown]
 # ## 4. The API key stays out of everything you write
 #
-# The key comes from the `api_key` argument or from the `OPENAI_API_KEY` environment variable. It is sent
-# only as an `Authorization` header. It never appears in a record, a log line, the JSON report or an
-# exception message: even a careless server that echoes it back gets it replaced by `[api key]`, and the
-# judge's repr only says whether a key is set:
+# The key never appears in a record, a log line, the JSON report or an exception message. It comes
+# from the `api_key` argument or the `OPENAI_API_KEY` environment variable, and is sent only as an
+# `Authorization` header. A careless server that echoes it back gets it replaced by `[api key]`, and
+# the judge's repr only says whether a key is set:
 
 # %%
 keyed = ec.HTTPJudge(server.url, server.model, api_key="sk-demo-0000-not-a-real-key")
@@ -278,13 +304,17 @@ assert "sk-demo" not in written + repr(keyed) + repr(keyed_result)
 #
 # ### Verbosity: does padding move the score?
 #
-# `ec.verbosity_check` scores every answer twice, once as given and once with a sentence of filler
-# appended, and reports how far each score moved. For a judge that grades content only, padding should
-# change nothing. The default filler, `ec.VERBOSITY_FILLER`, adds length *and* a claim that the answer
-# was "considered with great care". So a shift could come from either. The control is
-# `ec.NEUTRAL_FILLER`: the same frame, the same 14 words and 16 SmolLM2 tokens, and no claim about
-# the answer's quality (it says when the answer was written, which is irrelevant).
-# We run both through the server, exactly as you would against a real endpoint:
+# The mock judge penalises padding, and a judge biased on purpose rewards it. A judge has **verbosity
+# bias** when it gives longer answers higher scores, whatever they say. A judge of content alone should
+# ignore padding. Recall the mock judge's rule (lesson 04): 5 for an exact match, 4 for token F1 ≥ 0.8,
+# 3 for F1 ≥ 0.5, 2 for F1 ≥ 0.2, and 1 below. `ec.verbosity_check` scores every answer twice, as given
+# and with a sentence of filler appended, and reports how far each score moved.
+#
+# The default filler, `ec.VERBOSITY_FILLER`, adds length *and* a claim that the answer was "considered
+# with great care", so a shift could come from either. The control is `ec.NEUTRAL_FILLER`: the same
+# frame, the same 14 words (and 16 tokens for section 6's model), and no claim about the answer's
+# quality. It says when the answer was written, which is irrelevant. The cell prints both and runs them
+# through the server:
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -299,14 +329,14 @@ assert [r["shift"] for r in padded["rows"]] == [r["shift"] for r in padded_neutr
 
 
 # %% [markdown]
-# The mock judge is our control. It never rewards padding, but it is not blind to it either: padding
-# *costs* points. The filler's words are not in the reference, so token F1's precision falls, and an
-# exact match stops being one. It counts words and reads no claims: here both fillers move every
-# score by the same amount. LLM judges tend to err the other way: the MT-Bench paper (Zheng et al.
-# 2023, arXiv:2306.05685) lists *verbosity bias* among the judge biases it examines. (A figure often
-# quoted from it, that a "repetitive list" attack fooled GPT-3.5 91% of the time, is unverified here:
-# we have it only from a secondary summary.) Here is a judge with that bias, **biased on purpose**,
-# served over the same API:
+# The mock judge never rewards padding, but it is not blind to it either: padding *costs* points. Both
+# fillers move the mean score by -0.7. Each answer's score moves by the same amount under one filler as
+# under the other (11 down, 9 unchanged). The filler's words are not in the reference, so token F1's
+# precision falls, and an exact match stops being one. The mock judge counts words and reads no claims.
+#
+# LLM judges tend to err the other way. The MT-Bench paper (Zheng et al. 2023), which grades chat
+# models' answers with an LLM judge, lists *verbosity bias* among the judge biases it examines. Here is
+# a judge with that bias, **biased on purpose**, served over the same API:
 
 # %%
 def wordy_judge(instruction, prediction, reference):
@@ -336,12 +366,20 @@ ax.set(xlabel="score(padded answer) - score(answer)", ylabel="number of answers"
 plt.show()
 
 # %% [markdown]
+# The wordy judge's mean shift is +1.3: it rewards the padding that the mock judge penalises.
+#
+# *Sources:* the MT-Bench paper is arXiv:2306.05685. A figure often quoted from it, that a "repetitive
+# list" attack fooled GPT-3.5 91% of the time, is unverified here: we have it only from a secondary
+# summary.
+#
 # ### Agreement with exact match and token F1
 #
-# Call an answer a pass when the judge gives it 4 or more, and compare those verdicts with exact match
-# and with token F1 ≥ 0.5 on the same answers. `ec.judge_metric_agreement` reports Cohen's kappa:
-# agreement corrected for the agreement you'd expect by chance, where 1 is perfect and 0 is no better
-# than chance. It also gives the raw agreement and the confusion table.
+# The mock judge agrees perfectly with exact match and only weakly with token F1. Call an answer a
+# pass when the judge gives it 4 or more, and compare with exact match and with token F1 ≥ 0.5 on the
+# same answers. `ec.judge_metric_agreement` reports Cohen's kappa (lesson 06), agreement corrected for
+# chance: 1 is perfect, 0 is no better than chance, and below 0 is less agreement than chance. It also
+# gives the raw agreement and the confusion table (lesson 06): its rows are the judge's fail and pass,
+# its columns the metric's.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -368,12 +406,16 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Against exact match the mock judge agrees perfectly: the shipped model's near-misses never reach
-# F1 0.8, so a 4 or 5 here always means an exact match. Against F1 ≥ 0.5 it is stricter: five answers
-# pass F1 and still get a 3. That is why kappa is only 0.22 although 15 of the 20 verdicts agree: with
-# a single pass on the judge's side, most of that agreement is what chance would give. Neither result
-# tells you the judge is *right*. Kappa measures agreement, not correctness. A real judge deserves the
-# same table against a few dozen labels a person wrote.
+# Against exact match the agreement is perfect. The shipped model's near-misses never reach F1 0.8, the
+# mock judge's bar for a 4, so a 4 or 5 here always means an exact match. Against F1 ≥ 0.5 the judge is
+# stricter: five answers pass F1 and still get a 3. That is why kappa is only 0.22 although 15 of the 20
+# verdicts agree. The judge passes only one answer in 20, so most of that agreement, on failures, is
+# what chance would give.
+#
+# **How sure are we?**
+#
+# - Neither result tells you the judge is *right*. Kappa measures agreement, not correctness.
+# - A real judge deserves the same table against a few dozen labels a person wrote.
 #
 # ### Two judges
 #
@@ -396,18 +438,23 @@ assert n_same == 16, f"expected 16 answers with the same score, got {n_same}"  #
 # %% [markdown]
 # ## 6. A real judge: SmolLM2-135M-Instruct behind vLLM
 #
-# Everything so far used stand-ins. Now a real language model judges: SmolLM2-135M-Instruct (lesson 13),
-# served by vLLM, the engine people use to serve models on GPUs and clusters (lesson 14 builds that path).
-# `make serve` starts it on 127.0.0.1 and prints an `export EVALCORE_SERVED_URL=...` line; with that
-# variable set, this section talks to the live server. Without it, `ec.served_source` answers the very
-# same HTTP requests from `data/recording_09.json`, a recording of that server's replies, after checking
-# that it came from the model file installed here (as lesson 06's recording is checked). Either way the
-# judge code below sends real HTTP requests and reads real vLLM responses.
+# A 135M-parameter judge fails every check below. The checks themselves are the method to use on any
+# judge.
 #
-# The items: the 20 judge questions, each with four answers (TinyGPT's, SmolLM2's own, one right and one
-# wrong answer written for the course), 80 in all. Each carries a pass/fail label that the **course's
-# authors** wrote by one stated rule (`data/judge_labels_by_course_authors.json`). They are the course's
-# reference labels, not human raters' judgements.
+# The judge is SmolLM2-135M-Instruct (lesson 13 studies it), an **instruct model**: one tuned to follow
+# instructions in a chat. The engine serving it is vLLM, which serves models over the OpenAI-compatible
+# API. Here it runs from its CPU build (lesson 14 builds that path). `make serve` starts it on 127.0.0.1 and prints
+# an `export EVALCORE_SERVED_URL=...` line; with that variable set, this section talks to the live
+# server. Without it, `ec.served_source` starts a replay server on 127.0.0.1. It answers each HTTP
+# request with the reply vLLM gave to that same request, stored in `data/recording_09.json`. It first
+# checks that the recording came from the model file installed here, as lesson 06's recording is
+# checked. Either way, the code below sends real HTTP requests and reads vLLM's responses.
+#
+# The items are the 20 judge questions with four answers each, 80 in all: TinyGPT's, SmolLM2's own, and
+# one right and one wrong answer written for the course. Each has a pass/fail label that one of the
+# **course's authors** wrote, applying one stated rule once to each answer before any judge was run
+# (`data/judge_labels_by_course_authors.json`). They are the course's reference labels, not human
+# raters' judgements. The cell prints the rule and the first question's four answers.
 
 # %%
 source = ec.served_source(ec.RECORDING_09_PATH)  # live vLLM if EVALCORE_SERVED_URL is set, else replayed
@@ -418,16 +465,21 @@ truth = [it["label"] for it in labels["items"]]
 question = [it["question"] for it in labels["items"]]  # the cluster: four answers share a question
 print(f"{'live' if source.live else 'recorded'} replies from {source.model!r}; {len(items)} items, "
       f"{sum(truth)} labelled pass by the course's rule:\n  {labels['rule']}")
+first = pd.DataFrame(labels["items"][:4])[["source", "answer", "label"]]
+first["mock judge"] = [ec.mock_judge(*item)[0] for item in items[:4]]  # section 5's rule
+print(f"{items[0][0]!r} (reference {items[0][2]!r}):\n{first.to_string(index=False, max_colwidth=40)}")
 
 # %% [markdown]
 # ### Reading 1: the parsed reply
 #
-# The same `HTTPJudge` as before, now with a real model behind it, and `max_tokens=64` (vLLM's default
-# would let a rambling reply run to the end of the context). A reply with no JSON score is **unscored**.
-# The share that fails is a rate, but not over 80 independent answers: the four answers to one question
-# share its prompt and its difficulty. So its interval resamples the 20 questions, as every interval in
-# this section does. A Wilson interval (lesson 06) over the 80 answers would treat them as independent
-# and come out too narrow.
+# The same `HTTPJudge` now has a real model behind it, with `max_tokens=64` (vLLM's default would let a
+# rambling reply run to the end of the context window, lesson 01). A reply with no JSON score is
+# **unscored**.
+#
+# A Wilson interval (lesson 02) for the share that fails would treat the 80 answers as **i.i.d.**:
+# independent and identically distributed, each drawn on its own from the same pool. They are not: the
+# four answers to one question share its prompt and its difficulty. So the interval here resamples
+# the 20 questions (a cluster bootstrap, lesson 06), as every interval in this section does.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -453,24 +505,45 @@ print("first reason:", failed[0] if failed else None)
 assert len(parsed) == len(items) and len(failed) == sum(p is None for p in parsed)
 assert hi - lo > wilson[1] - wilson[0], "expected resampling questions to widen the interval"
 
+# %%
+# NBVAL_CHECK_OUTPUT
+echoes = sum('"instruction"' in why for why in failed)  # the reply opens by restating the item's JSON
+print(f"unparseable replies that echo the item's JSON back: {echoes} of {len(failed)}")
+
 # %% [markdown]
+# SmolLM2 wrote a usable JSON score for only 12 of the 80 items. The other 68 are unparseable, a
+# failure rate of 0.850 (95% CI [0.750, 0.938], questions resampled). Of those 68, 52 echo the item's
+# JSON back instead of grading it, as the first reason does. A Wilson interval over the 80 answers
+# would claim [0.756, 0.912]: too narrow.
+#
 # ### Reading 2: G-Eval's formula, read from log-probabilities where the server gives them
 #
-# G-Eval (Liu et al. 2023, "G-Eval: NLG Evaluation using GPT-4 with Better Human Alignment") scores an
-# answer by the probability-weighted mean of the scores, the sum of i × p(i) over the scores "1" to "5",
-# rather than by the one score a reply states. Its released code reads no log-probabilities: it
-# estimates the probabilities by sampling. `gpt4_eval.py` asks GPT-4 for 20 replies (`n=20`,
-# `temperature=2`, `max_tokens=5`; its `logprobs` line is commented out), and
-# `meta_eval_summeval.py` parses each reply's leading number (`parse_output`) and averages the 20. Three
-# of its four prompts (`prompts/summeval/*_detailed.txt`) also hold evaluation steps, which the paper
-# has the model write from the criteria beforehand, and each asks for the score only (all in
-# `nlpyang/geval`).
+# **G-Eval** (Liu et al. 2023) scores an answer by the probability-weighted mean of the scores, the sum
+# of i × p(i) over "1" to "5", not by the one score a reply states. The p(i) can come from the model's
+# **log-probabilities** (logprobs): the log of the probability it gives each possible next token. An
+# OpenAI-compatible server returns the top few on request.
 #
-# We take the formula and read the probabilities directly, with no steps and no sampling. We start
-# the reply for the judge with `{"score": `, so its very next token is the score. `ec.ProbabilityJudge`
-# asks the server for that token's top-20 log-probabilities (`/v1/completions` with `logprobs=20`,
-# `max_tokens=1`); on an in-process model it reads the logits. No reply is ever unparseable this way,
-# but a model can still put little probability on the five digits: `mass` says how much.
+# To make the next token the score, we write the start of the reply ourselves.
+# `ec.ProbabilityJudge` turns the judge's messages into one text with the model's **chat template**
+# (the markers a chat model's tokenizer wraps around each turn; lesson 11 returns to it). It appends
+# `{"score": ` and sends that text to the plain-text route `/v1/completions`, not section 1's chat
+# route. It asks for the next token's top-20 log-probabilities (`logprobs=20`, `max_tokens=1`). On an
+# in-process model it reads the logits (lesson 01) instead.
+#
+# The five digits' probabilities are then rescaled to sum to 1, and the score is Σ i·p(i), so it always
+# lies between 1 and 5. The code calls it `expected`: the expected score under those five
+# probabilities. No reply is ever unparseable this way. But a model can still put little probability
+# on the five digits: `mass`, their total before rescaling, says how much.
+#
+# G-Eval's own code does not read log-probabilities. It estimates p(i) by sampling 20 replies from
+# GPT-4 at temperature 2 and averaging the score each reply starts with. Three of its four prompts also
+# hold **evaluation steps**: a checklist for the criterion, which the paper has the model write
+# beforehand. Each prompt then asks for the score only. We take the formula, without steps or sampling.
+#
+# *Sources:* Liu et al. 2023, "G-Eval: NLG Evaluation using GPT-4 with Better Human Alignment"; code and
+# prompts (`prompts/summeval/*_detailed.txt`) in `nlpyang/geval`. There `gpt4_eval.py` asks for the 20
+# replies (`n=20`, `temperature=2`, `max_tokens=5`; its `logprobs` line is commented out), and
+# `meta_eval_summeval.py` averages each reply's leading number (`parse_output`).
 
 # %% tags=["live"]
 # Probability-weighted scores: ec.ProbabilityJudge(judge_model, judge_tok).scores(items); defines: prob_judge, dists, expected
@@ -480,12 +553,17 @@ expected, mass = [d["expected"] for d in dists], [d["mass"] for d in dists]
 print(f"mass on the digits: min {min(mass):.3f}, median {statistics.median(mass):.3f}, max {max(mass):.3f}")
 
 # %% [markdown]
+# Between 65% and 80% of the next token's probability is on the five digits (min 0.653, median 0.757,
+# max 0.795).
+#
 # The served log-probabilities are the ones the same weights give in-process (lesson 14 checks this on
-# every token). Here is the check on the judge's own prompts, for the first four items, against
-# SmolLM2 loaded in this kernel. The two are computed by different code (vLLM's kernels and torch's),
-# so they agree only to rounding, and how far depends on the CPU. The cell prints the bound they meet,
-# `ec.JUDGE_SERVED_TOLERANCE`: ten times the largest gap measured on all 80 items, under three
-# CPU kernel choices and 1 and 2 threads.
+# every token). The next cell checks the first four items' prompts against SmolLM2 loaded in this
+# notebook. The server runs on the CPU too, but vLLM and torch compute with different low-level
+# routines. So the two agree only to rounding, by an amount that depends on the CPU. The cell prints
+# the bound they meet, `ec.JUDGE_SERVED_TOLERANCE`.
+#
+# *Sources:* the bound is ten times the largest gap measured on all 80 items, under three choices of
+# torch's CPU code path (`ATEN_CPU_CAPABILITY` default, avx2 and AVX512) and 1 and 2 threads.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -498,8 +576,9 @@ print(f"served and in-process agree within {tolerance:.0e} (expected scores "
 assert gap < tolerance, f"expected the served and in-process scores to agree within {tolerance:.0e}, got {gap:.2g}"
 
 # %% [markdown]
-# Does the score tell a right answer from a wrong one? Compare it on the items the course labelled pass
-# with those labelled fail, beside the mock judge (a function of exact match and F1 against the reference):
+# The probability-weighted score does not tell a right answer from a wrong one. The next cell compares
+# it on the items the course labelled pass with those labelled fail. Beside it are the parsed replies
+# and the mock judge (a function of exact match and F1 against the reference):
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -526,16 +605,22 @@ fig.suptitle("Scores of the 80 answers, split by the course's label")
 plt.show()
 
 # %% [markdown]
+# Answers labelled pass average 2.647 and those labelled fail 2.667, a difference of
+# -0.020 (95% CI [-0.052, +0.015], questions resampled). Of the 12 parsed replies, the 7 labelled pass
+# got a mean of 1.0, the 5 labelled fail 3.4.
+#
 # ### Agreement with the course's labels: kappa, and a measure with no threshold
 #
-# Call an answer a pass when the judge's score is at least 3 for the probability-weighted reading (the
-# middle of the scale, fixed before looking) and at least 4 for the mock judge (the rule of section 5).
-# The four answers to one question are not independent: an easy question makes all of them easier to
-# judge. So the interval resamples whole **questions**, 20 clusters, not 80 answers
-# (`ec.kappa_with_interval`, a percentile bootstrap over groups). "Chance" is a judge that passes
-# answers at random at the same rate: its kappa is 0 on average. A judge that passes *none* has no
-# kappa at all: its observed agreement then equals chance agreement whatever the labels say, so the 0
-# that the formula returns measures nothing, and `kappa_with_interval` gives `None` with the reason.
+# Neither judge is shown to agree with the labels. A pass is a probability-weighted score of at least
+# 3 (the middle of the scale, fixed before looking) or a mock-judge score of at least 4 (section 5's
+# rule). An easy question makes all four of its answers easier to judge, so the interval resamples
+# whole **questions**, 20 clusters, not 80 answers (`ec.kappa_with_interval`, a percentile bootstrap
+# over groups).
+#
+# "Chance" is a judge that passes answers at random at the same rate: its kappa is 0 on average. A
+# judge that passes *none* has no kappa. It agrees exactly on the answers labelled fail, and chance
+# agreement is that same share. So kappa, (observed − chance) / (1 − chance), comes out 0 whatever the
+# labels say. That 0 measures nothing, so `kappa_with_interval` gives `None` with the reason.
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -554,25 +639,20 @@ print(f"highest probability-weighted score: {max(expected):.3f}")
 assert max(expected) < 3 and agreement["SmolLM2, probability-weighted >= 3"]["kappa"] is None
 
 # %% [markdown]
-# The parsed replies get a kappa too, but no interval. The judge scored only the items it chose to
-# answer, so those are no sample of the 80, and they fall in a handful of questions: a percentile
-# bootstrap over so few clusters does not keep its 95% promise.
-
-# %%
-# NBVAL_CHECK_OUTPUT
-scored_parsed = [i for i, p in enumerate(parsed) if p is not None]
-parsed_agreement = ec.pass_fail_agreement([parsed[i] >= 4 for i in scored_parsed],
-                                          [truth[i] for i in scored_parsed])
-parsed_questions = len({question[i] for i in scored_parsed})
-kappa = "undefined" if parsed_agreement["kappa"] is None else f"{parsed_agreement['kappa']:+.3f}"
-print(f"SmolLM2, parsed >= 4: kappa {kappa} on the {len(scored_parsed)} items it scored, in "
-      f"{parsed_questions} questions; confusion[judge][label] {parsed_agreement['confusion']}")
-
-# %% [markdown]
-# A threshold throws information away, and here it threw away all of it. The **AUC** needs no
-# threshold: the chance that an answer labelled pass gets a higher score than one labelled fail (ties
-# count one half), 0.5 for a score that knows nothing and 1 for one that separates them perfectly.
-# `ec.auc_with_interval` gives it with the same interval over questions:
+# No probability-weighted score reaches 3 (the highest is 2.878). So "pass at 3 or more" passes
+# nothing, and its kappa is undefined. The mock judge's kappa is -0.094 (95% CI [-0.213, +0.044]), an
+# interval that holds chance. Choosing the threshold afterwards to make kappa look better would be
+# fitting noise (lesson 06).
+#
+# The 12 parsed replies get a kappa too, but no interval (Going further B).
+#
+# A threshold throws information away, and here it threw away all of it. The **AUC** needs no threshold.
+# Slide a threshold down the scores: the **true-positive rate** (TPR) is the share of answers labelled
+# pass that the judge passes, and the **false-positive rate** (FPR) the share labelled fail that it
+# passes. The AUC is the area under the curve of TPR against FPR (the ROC curve). It equals the chance
+# that an answer labelled pass scores higher than one labelled fail, ties counting one half: 0.5 for a
+# score that knows nothing, 1 for one that separates them perfectly. `ec.auc_with_interval` gives it
+# with the same interval over questions:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -585,40 +665,27 @@ assert separation["SmolLM2, probability-weighted"]["ci95"][0] < 0.5 < separation
 assert all(sep["ci95"][0] < 0.5 < sep["ci95"][1] for sep in separation.values())  # neither beats chance
 
 # %% [markdown]
-# Neither judge is shown to beat chance. Is one better than the other? Two overlapping intervals do not
-# answer that (lesson 05), and both AUCs come from the same 80 answers, so the comparison is paired:
-# `ec.auc_difference_with_interval` computes both AUCs on each resample of the questions and takes
-# their difference. This interval's upper end lies at 0, where 2,000 resamples move it by a few
-# thousandths from one seed to the next (the cell prints how far over seeds 0 to 10), so the interval
-# reported draws 20,000:
-
-# %%
-# NBVAL_CHECK_OUTPUT
-versus_mock = ec.auc_difference_with_interval(expected, mock_scores, truth, question, n_resamples=20000)
-print(f"AUC, SmolLM2 minus the mock judge: {versus_mock['diff']:+.3f}, 95% CI "
-      f"[{versus_mock['ci95'][0]:+.3f}, {versus_mock['ci95'][1]:+.3f}] (questions resampled; both "
-      f"AUCs on each resample)")
-upper_ends = [ec.auc_difference_with_interval(expected, mock_scores, truth, question, seed=s)["ci95"][1]
-              for s in range(11)]
-print(f"its upper end with 2,000 resamples, seeds 0 to 10: from {min(upper_ends):+.3f} to {max(upper_ends):+.3f}")
-auc_gap = separation["SmolLM2, probability-weighted"]["auc"] - separation["mock judge"]["auc"]
-assert abs(versus_mock["diff"] - auc_gap) < 1e-12, "expected the difference of the two AUCs above"
-assert versus_mock["ci95"][0] < 0 and abs(versus_mock["ci95"][1]) < 0.01, \
-    f"expected an interval whose upper end lies at 0, got {versus_mock['ci95']}"
-
-# %% [markdown]
-# On these labels the mock judge's AUC is higher by 0.144, and the paired interval, [−0.292, +0.001],
-# reaches 0 and no further: borderline, on 20 questions, in one comparison chosen after both AUCs were
-# seen. SmolLM2 is not shown to beat the mock judge, and the mock judge is not shown to beat SmolLM2.
+# Neither judge is shown to beat chance. SmolLM2's AUC is 0.443 (95% CI [0.346, 0.546]) and the mock
+# judge's 0.587 (95% CI [0.480, 0.687]): both intervals hold chance, 0.5.
+#
+# Nor is either shown better than the other: Going further A compares them, paired on the same
+# answers.
+#
+# **How sure are we?**
+#
+# - The mock judge rewards word overlap with the reference. So it passes "Lyon is the capital of
+#   France." and fails "It is Paris." (printed with the labels above): the course's right paraphrases
+#   and overlapping wrong answers are exactly what it cannot judge.
 
 # %% [markdown]
 # ### Position bias: the same two answers, in both orders
 #
-# A pairwise judge sees answers A and B and says which is better. For each question we ask about the
-# course's right and wrong answers twice, once with the right one first and once with it second, and read
-# P("A") from the next token after `{"better": "`. An order-blind judge gives the first position 0.5 on
-# average over the two orders; a judge that picks by position gets the right answer in one order and the
-# wrong one in the other.
+# A pairwise judge, shown answers A and B, says which is better. It has **position bias** when its
+# choice depends on the order of the two. For each question we ask about the course's right and wrong
+# answers in both orders, and read P("A") from the next token after `{"better": "`. An order-blind
+# judge gives the first position 0.5 on average over the two orders. A judge that picks by position
+# gets the right answer in one order and the wrong one in the other. In the plot, a judge that favours
+# the first position puts its points at the bottom right.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -643,13 +710,17 @@ ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="P(right answer) when shown first",
 plt.show()
 
 # %% [markdown]
+# SmolLM2's choice follows the position, never the content. It gives the first position a mean
+# probability of 0.937 (95% CI [0.919, 0.954]; 0.5 is order-blind), and picks the first answer in both
+# orders for all 20 pairs.
+#
 # ### Verbosity bias
 #
-# The two fillers of section 5, each appended to every answer, scored by the probability-weighted
-# reading (one batch of requests per filler, four in flight). The shifts are paired per answer, and
-# their intervals again resample questions, not fillers: there is one sentence per condition, so what
-# they show is about these two sentences. The neutral filler's shift is what appending this
-# irrelevant sentence does; the difference between the two is what this sentence claiming care adds:
+# Both fillers raised SmolLM2's score, and the one that claims care raised it more. We append each
+# filler of section 5 to every answer and score it by the probability-weighted reading. Each filler is
+# one batch of requests, with four in flight at a time: sent, and not yet answered (lesson 14). The
+# shifts are paired per answer. The neutral filler's shift is what appending this irrelevant sentence
+# does; the difference between the two is what this sentence claiming care adds:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -667,58 +738,38 @@ assert all(len(shift) == len(items) for shift in padding_shift.values())
 ec.close_served_source(source, ec.RECORDING_09_PATH)  # a live run records here when asked
 
 # %% [markdown]
+# The filler that claims care raises the score by +0.086 (95% CI [+0.072, +0.099]), for 77 of the 80
+# answers. The neutral sentence of the same length and frame raises it by +0.040 (95% CI [+0.023,
+# +0.056]), for 60. So this sentence claiming care raised the score 0.046 more than the neutral one
+# (95% CI [+0.040, +0.052]), for every one of the 80 answers: small on a 1-5 scale, but consistent.
+#
+# **How sure are we?**
+#
+# - The intervals resample questions, not fillers. With one sentence per condition, they say nothing
+#   about other sentences of padding or other claims of care: that would need several fillers per
+#   condition, resampled as well.
+#
 # ### What these numbers say, and what to check before trusting any judge
 #
-# Measured on the recorded replies (live runs may differ in the last digits):
-#
-# - **Parsed reply.** SmolLM2 wrote a usable JSON score for 12 of 80 items: 68 unparseable, a failure
-#   rate of 0.850 (95% CI [0.750, 0.938], questions resampled; a Wilson interval over the 80 answers
-#   would claim [0.756, 0.912]). Mostly it echoes the item's JSON back. Of the 12 it did score, it gave
-#   the answers labelled pass a mean of 1.0 and those labelled fail 3.4, a kappa of -0.538. That is
-#   12 items it chose to answer, in 8 questions: too few and too self-selected for an interval, or for
-#   any conclusion.
-# - **Probability-weighted (G-Eval's formula).** Never unparseable. Between 65% and 80% of the next
-#   token's probability is on the five digits (min 0.653, median 0.757, max 0.795). The served and
-#   in-process readings agree within the stated tolerance. But the score does not tell right from
-#   wrong: answers labelled pass average 2.647, those labelled fail 2.667, a difference of -0.020 (95%
-#   CI [-0.052, +0.015], questions resampled), and its AUC is 0.443 (95% CI [0.346, 0.546]), with
-#   chance, 0.5, inside. No item reaches 3 (the highest is 2.878), so "pass at 3 or more" passes
-#   nothing and kappa is undefined. The threshold was fixed before looking, and one chosen afterwards
-#   to make kappa look better would be fitting noise (lesson 06); the AUC needs no threshold at all.
-# - **Against chance and the mock judge.** Neither judge is shown to beat chance. The mock judge's
-#   kappa is -0.094 (95% CI [-0.213, +0.044]) and its AUC 0.587 (95% CI [0.480, 0.687]), both
-#   intervals holding chance. It rewards word overlap with the reference, so it passes "Lyon is the
-#   capital of France." and fails "It is Paris.": the course's right paraphrases and overlapping wrong
-#   answers are exactly what it cannot judge. Paired on the same answers, SmolLM2's AUC minus the
-#   mock's is -0.144 (95% CI [-0.292, +0.001]): neither judge is shown better than the other, and
-#   SmolLM2 is not shown to beat the mock judge. Neither judge is shown to agree with the labels.
-# - **Position bias.** Asked which of two answers is better, SmolLM2 gives the first position a mean
-#   probability of 0.937 (95% CI [0.919, 0.954]; 0.5 is order-blind) and picks the first answer in both
-#   orders for all 20 pairs: its choice follows the position, never the content.
-# - **Verbosity bias.** The filler that claims care raises the probability-weighted score by +0.086
-#   (95% CI [+0.072, +0.099]), for 77 of the 80 answers. Appending an irrelevant sentence of the same
-#   length and frame raised it by +0.040 (95% CI [+0.023, +0.056]), for 60 of them. This sentence
-#   claiming care raised the score 0.046 more than that neutral sentence (95% CI [+0.040, +0.052]),
-#   for every one of the 80 answers. Small on a 1-5 scale, but consistent across the answers. The
-#   intervals resample questions, not fillers: with one sentence per condition, they say nothing about
-#   other sentences of padding or other claims of care. Several fillers per condition, resampled as
-#   well, would be needed for that.
-#
 # A 135M-parameter judge is a poor judge, and these checks say how poor without trusting its verdicts.
-# Before trusting **any** judge, a model one hundred times larger included, check at least: how often its
-# reply cannot be used (and which items those are); whether its score separates answers you have
-# labelled right and wrong, with an interval over questions, not answers; whether swapping the order of
-# two answers changes its choice; whether padding changes its score; and whether it beats the trivial
-# baselines (chance, and a metric like the mock judge) on your own labels, paired on the same answers.
+# They were measured on the recorded replies, and live runs may differ in the last digits.
+#
+# Before trusting **any** judge, a model one hundred times larger included, check at least:
+#
+# - how often its reply cannot be used, and which items those are;
+# - whether its score separates answers you have labelled right and wrong, with an interval over
+#   questions, not answers;
+# - whether swapping the order of two answers changes its choice;
+# - whether padding changes its score;
+# - whether it beats the trivial baselines (chance, and a metric like the mock judge) on your own
+#   labels, paired on the same answers.
 
 # %% [markdown]
 # ## 7. Pointing it at a real endpoint
 #
-# Only the URL and the model name change. Run these yourself. They are not executed here, because the
-# notebook must run offline. The base URLs follow each server's own docs: vLLM's
-# `docs/serving/openai_compatible_server.md` (`http://localhost:8000/v1`), Ollama's
-# `docs/api/openai-compatibility.mdx` (formerly `docs/openai.md`; `http://localhost:11434/v1`), and llama.cpp's `tools/server/README.md` (OpenAI-compatible chat
-# completions under `/v1`, on the port you pass).
+# Only the URL and the model name change. Run these yourself: they are not executed here, because the
+# notebook must run offline. The llama.cpp line loads a **GGUF** file, llama.cpp's single-file format
+# for a model: its weights together with its tokenizer and settings.
 #
 # ```python
 # # vLLM:              vllm serve Qwen/Qwen2.5-7B-Instruct   (serves http://localhost:8000/v1)
@@ -737,11 +788,18 @@ ec.close_served_source(source, ec.RECORDING_09_PATH)  # a live run records here 
 # print(ec.judge_pair_agreement(direct, result))                   # agreement with the mock judge
 # ```
 #
-# A 7B model may wrap its JSON in prose or a code fence. The parser accepts that. If it answers with a
-# score outside 1-5, the example is unscored, and the count tells you how often that happened.
+# A 7B model may wrap its JSON in prose or a code fence, and the parser accepts that. If it answers
+# with a score outside 1-5, the example is unscored, and the count tells you how often that happened.
 #
-# Finally, delete the temporary cache and stop the two servers that outlived their cells. The `finally`
-# stops them even if a step before it fails. (If the kernel dies instead, its daemon threads die with it.)
+# *Sources:* the base URLs follow each server's own docs: vLLM's
+# `docs/serving/openai_compatible_server.md` (`http://localhost:8000/v1`), Ollama's
+# `docs/api/openai-compatibility.mdx` (formerly `docs/openai.md`; `http://localhost:11434/v1`), and
+# llama.cpp's `tools/server/README.md` (OpenAI-compatible chat completions under `/v1`, on the port you
+# pass).
+#
+# Finally, delete the temporary cache and stop the two servers that outlived their cells. The
+# `finally` stops them even if a step before it fails. (If the kernel dies instead, the servers die
+# with it: they run in its threads.)
 
 # %%
 try:
@@ -757,51 +815,43 @@ finally:
 #
 # **What this lesson established**
 #
-# - `ec.HTTPJudge(base_url, model)` speaks the OpenAI-compatible chat-completions API and has
-#   `mock_judge`'s signature, so `judge_eval(..., judge_fn=...)` works unchanged. The mock judge
-#   served by `ec.JudgeServer` (or `python evalcore.py serve-judge --port N`) gave exactly the direct
-#   values: 1.95 (95% CI [1.5, 2.45]), 20/20.
+# - `ec.HTTPJudge(base_url, model)` speaks the OpenAI-compatible chat-completions API with
+#   `mock_judge`'s signature, so `judge_eval(..., judge_fn=...)` works unchanged. Served by
+#   `ec.JudgeServer`, the mock judge gave exactly the direct values: 1.95 (95% CI [1.5, 2.45]), 20/20.
 # - 429, 5xx, timeouts and dropped connections are retried with exponential backoff, jitter and
 #   `Retry-After`. After the last retry, or for an unusable reply, the example is **unscored** with its
-#   reason. Three failures gave 1.706 (95% CI [1.294, 2.118]) over 17/20, below the direct 1.95
-#   because one of them was the only exact match. Scoring them as 1 would have given 1.6, and as 0,
-#   1.45. The report prints the value, its interval and the scored/total count side by side.
-# - The cache made the second run cost 0 requests (20 hits). The API key never reached a record, the
-#   JSON or a repr.
-# - Verbosity: padding moved the mock judge by -0.7 on average (it penalises filler, never rewards it),
-#   the same with the filler that claims care and with the neutral one: it counts words, not claims.
-#   A judge biased on purpose moved by +1.3.
-# - Pass/fail agreement of the mock judge (score ≥ 4): kappa 1.0 with exact match, 0.2187 with
-#   F1 ≥ 0.5. The wordy judge agrees with it on pass/fail for all 20 answers but gives the same score
-#   to only 16.
-#
-# - A real judge, SmolLM2-135M-Instruct behind vLLM, on 80 answers with the course's labels, every
-#   interval resampling the 20 questions: its reply was unparseable for 68 (0.850, 95% CI [0.750,
-#   0.938]); its probability-weighted score did not separate right from wrong (pass minus fail
-#   -0.020, 95% CI [-0.052, +0.015]; AUC 0.443, 95% CI [0.346, 0.546]) and never reached 3, so its
-#   kappa at that threshold is undefined; it favoured the first position (P = 0.937, 95% CI [0.919,
-#   0.954]; first in both orders for 20 of 20 pairs) and padding: +0.086 (95% CI [+0.072, +0.099])
-#   with the sentence that claims care, +0.040 (95% CI [+0.023, +0.056]) with the neutral one of the
-#   same length (one sentence each). Neither judge is shown to beat chance: the mock judge's kappa is
-#   -0.094 (95% CI [-0.213, +0.044]) and its AUC 0.587 (95% CI [0.480, 0.687]).
+#   reason.
+# - Three failures gave 1.706 over 17/20, below the direct 1.95: all three had scored above that (5, 3
+#   and 2), and one was the only exact match. Scored as 1 they would give 1.6, and as 0, 1.45. The
+#   report prints the value, its interval and the scored/total count side by side.
+# - The second run cost 0 requests. The API key never reached a record, the JSON or a repr.
+# - Padding moved the mock judge by -0.7 on average with either filler, and a judge biased on purpose
+#   by +1.3.
+# - The mock judge's pass/fail (score ≥ 4) has kappa 1.0 with exact match and 0.2187 with F1 ≥ 0.5.
+#   The wordy judge agrees with it on pass/fail for all 20 answers, on the score for only 16.
+# - SmolLM2-135M-Instruct was unparseable for 68 of the 80 answers. Its probability-weighted score did
+#   not separate right from wrong (AUC 0.443) and never reached 3, so its kappa at that threshold is
+#   undefined. It favoured the first position (P = 0.937), and both filler sentences raised its score.
+#   Section 6 gives every interval, each over the 20 questions.
+# - Neither judge is shown to beat chance: the mock judge's kappa is -0.094 and its AUC 0.587, both
+#   intervals holding chance.
 #
 # **What it did not establish**
 #
 # - Anything about a capable LLM judge: the real judge here has 135M parameters and failed every check.
-#   The checks are the method; a larger judge must pass them on your own labels before you trust it.
-# - That the course's labels are right: one author wrote them by one rule, and they are not human
-#   raters' judgements. Agreement with them measures agreement with that rule.
-# - That the judge is *right*: kappa measures agreement, and with a single pass on the judge's side,
-#   0.2187 against F1 rests on one answer in 20.
+#   The checks are the method: a larger judge must pass them on your own labels before you trust it.
+# - That the course's labels are right: one author wrote them by one rule, not human raters, so
+#   agreement with them measures agreement with that rule.
+# - That the judge is *right*: kappa measures agreement, and 0.2187 against F1 rests on the judge's
+#   single pass, one answer in 20.
 # - That either judge is better than the other: paired on the same answers, SmolLM2's AUC minus the
-#   mock judge's is -0.144 (95% CI [-0.292, +0.001]), an interval that reaches 0, on 20 questions.
-# - That padding in general, or claims of care in general, move the score: each condition was one
-#   sentence, and the intervals resample questions, not fillers.
-# - Anything from SmolLM2's 12 parsed verdicts: their kappa, -0.538, is on items the judge chose to
-#   answer, in 8 questions, and has no usable interval.
-# - That the model got worse when three judgements failed: the 0.24 gap between 1.706 and 1.95 is
-#   exactly the effect of *which* items failed (the direct mean over the same 17 items is 1.706), which
-#   no interval can show, and overlapping intervals would not show it either.
+#   mock judge's is -0.144 (95% CI [-0.292, +0.001]), on 20 questions (Going further A).
+# - That padding or claims of care in general move the score: each condition was one sentence, and the
+#   intervals resample questions, not fillers.
+# - Anything from SmolLM2's 12 parsed verdicts: their kappa, -0.538, is on items it chose to answer, in
+#   8 questions, with no usable interval (Going further B).
+# - That the model got worse when three judgements failed: the 0.24 gap is exactly the effect of
+#   *which* items failed. No interval can show that, overlapping or not.
 
 # %% [markdown]
 # ## Exercises
@@ -813,22 +863,24 @@ finally:
 # ### Exercise 1: Rate limiting
 #
 # Write a tiny server that answers the first request with HTTP 429 and the header `Retry-After: 1`,
-# and every later one with a proper chat-completions reply holding a verdict. Point
-# `ec.HTTPJudge` at it, store the judge in `patient`, and its verdict on `(q, preds[1], ref)`
-# in `patient_verdict`. The judge should have waited at least the second the server asked for:
-# `patient.waits[0] >= 1`. Stop the server when you are done, even if a step fails.
+# and every later one with a chat-completions reply holding a verdict. Point `ec.HTTPJudge` at it.
+# Store the judge in `patient` and its verdict on `(q, preds[1], ref)` in `patient_verdict`. The judge
+# should have waited at least the second the server asked for: `patient.waits[0] >= 1`. Stop the
+# server when you are done, even if a step fails.
 #
-# The next cell gives you the parts this lesson has not taught. Python's `http.server` calls a
-# handler's `do_POST` once per POST request; the handler reads the request's body from `self.rfile`
-# and writes its answer to `self.wfile`. `JSONHandler` does the writing for you: `self.send_json(status,
-# body, headers)`. And `chat_reply(content)` is the smallest reply `HTTPJudge` accepts: it reads the
-# judge's text from `choices[0].message.content`, which must hold a JSON verdict like
-# `{"score": 4, "rationale": "..."}`. The cell prints that reply's shape.
+# The next cell gives you the parts this lesson has not taught:
 #
-# To run a server: `ThreadingHTTPServer(("127.0.0.1", 0), YourHandler)` binds a free port, which
-# `.server_port` tells you; run its `serve_forever` in a daemon `threading.Thread`; stop it with
-# `.shutdown()` and then `.server_close()`. The judge's base URL is `f"http://127.0.0.1:{port}/v1"`.
-# Inside the handler, `self.server` is that server object: a place to count requests.
+# - Python's `http.server` calls a handler's `do_POST` once per POST request. The handler reads the
+#   request's body from `self.rfile` and writes its answer to `self.wfile`. `JSONHandler` does the
+#   writing for you: `self.send_json(status, body, headers)`.
+# - `chat_reply(content)` is the smallest reply `HTTPJudge` accepts: the judge reads
+#   `choices[0].message.content`, a JSON verdict like `{"score": 4, "rationale": "..."}`. The cell
+#   prints that reply's shape.
+# - `ThreadingHTTPServer(("127.0.0.1", 0), YourHandler)` binds a free port (`.server_port`). Run its
+#   `serve_forever` in a daemon `threading.Thread` (one that Python does not wait for at exit), and
+#   stop it with `.shutdown()`, then
+#   `.server_close()`. The judge's base URL is `f"http://127.0.0.1:{port}/v1"`.
+# - Inside the handler, `self.server` is that server object: a place to count requests.
 
 # %%
 import threading
@@ -899,7 +951,7 @@ print("Exercise 1: check passed.")
 #
 # Store `ec.judge_metric_agreement(direct, pass_score=5)` in `strict`, and the number of answers in
 # `direct` that the mock judge scores 5 in `n_five`. Why is kappa with exact match exactly 1 for the
-# mock judge, whatever the answers (as long as some pass and some fail; otherwise kappa is undefined)?
+# mock judge, whatever the answers? (Some must pass and some fail: otherwise kappa is undefined.)
 #
 # *Hint:* read `ec.mock_judge`'s first line.
 
@@ -919,11 +971,11 @@ print("Exercise 2: check passed.")
 
 
 # %% [markdown] tags=["solution"]
-# `mock_judge` returns 5 exactly when `exact_match` holds: its first line checks exact match, and
-# every later branch returns at most 4. So "score ≥ 5" *is* exact match, the two pass/fail labels are
+# `mock_judge` returns 5 exactly when `exact_match` holds: its first line checks exact match, and every
+# later branch returns at most 4. So "score ≥ 5" *is* exact match: the two pass/fail labels are
 # identical, and kappa is 1 on any answers with at least one pass and one fail. At `pass_score=4` the
-# same held here only because no near miss reached F1 0.8; that is a fact about these answers, not
-# about the judge.
+# same held here only because no near miss reached F1 0.8: a fact about these answers, not about the
+# judge.
 
 # %% [markdown]
 # ### Exercise 3: Pad harder
@@ -948,19 +1000,19 @@ print("Exercise 3: check passed.")
 
 # %% [markdown] tags=["solution"]
 # Three sentences cost more than one, and no score goes up. Padding adds predicted tokens that are not
-# in the reference, so F1's precision, shared tokens / predicted tokens, falls further with each
-# sentence, and an exact match stops being one at the first. The mock judge reads its score off F1,
-# so it can only move down. A real judge with a verbosity bias would show the opposite sign.
+# in the reference. So F1's precision, shared tokens / predicted tokens, falls further with each
+# sentence, and an exact match stops being one at the first. The mock judge reads its score off F1, so
+# it can only move down. A real judge with a verbosity bias would show the opposite sign.
 
 # %% [markdown]
 # ### Exercise 4: Your own endpoint
 #
-# Rehearse section 7 offline. Write a judge of your own (for example one point more generous than
-# `ec.mock_judge`, capped at 5), serve it with `ec.JudgeServer(judge_fn=..., model=...)` in a `with`
-# block, and point `HTTPJudge` at it with a temporary `cache_dir`. Store the judge in `my_judge`,
-# its `judge_eval` result in `mine`, its verbosity check in `mine_padded`, and its agreement with the
-# mock judge (`ec.judge_pair_agreement(direct, mine)`) in `mine_pair`. Is it length-biased? How many
-# examples end up unscored? With a real local model, only the URL and the model name change.
+# Rehearse section 7 offline. Write a judge of your own, for example one point more generous than
+# `ec.mock_judge`, capped at 5. Serve it with `ec.JudgeServer(judge_fn=..., model=...)` in a `with`
+# block, and point `HTTPJudge` at it with a temporary `cache_dir`. Store the judge in `my_judge`, its
+# `judge_eval` result in `mine`, its verbosity check in `mine_padded`, and its agreement with the mock
+# judge (`ec.judge_pair_agreement(direct, mine)`) in `mine_pair`. Is it length-biased? How many
+# examples end up unscored?
 #
 # *Hint:* set `cache_dir` so that re-runs are free, and keep `max_retries` small while you experiment.
 
@@ -999,9 +1051,71 @@ print("Exercise 4: check passed.")
 
 
 # %% [markdown] tags=["solution"]
-# The generous judge scores all 20 answers (none unscored), and padding still only costs points (a
-# mean shift of -0.65): one point of kindness does not make a judge length-biased, because its score
-# still comes from F1. It gives the mock judge's exact score to one answer in 20, the exact match that
-# stays a 5, and its pass/fail kappa with the mock judge is 0.22: the five 3s it turns into 4s now
-# pass. Against a real model, expect some replies that cannot be parsed, and a positive mean shift if
-# it rewards length.
+# The generous judge scores all 20 answers (none unscored). Padding still only costs points (a mean
+# shift of -0.65): one point of kindness does not make a judge length-biased, since its score still
+# comes from F1. It gives the mock judge's exact score to one answer in 20, the exact match that stays
+# a 5. Its pass/fail kappa with the mock judge is 0.22, because the five 3s it turns into 4s now pass.
+# Against a real model, expect some unparseable replies, and a positive mean shift if it rewards length.
+
+
+# %% [markdown]
+# ## Going further
+#
+# ### A. Is one judge better than the other? The paired AUC difference
+#
+# Neither judge is shown better than the other: the paired interval of their AUC difference just
+# includes 0, on 20 questions. Two overlapping intervals could not answer this. Both AUCs come from the
+# same 80 answers, so the comparison is paired, like lesson 05's paired bootstrap of the judge's scores.
+# `ec.auc_difference_with_interval` computes both AUCs on the same resample of the questions and takes
+# their difference.
+#
+# A bootstrap is itself random: its seed fixes which resamples it draws. With 2,000 resamples, this
+# interval's upper end moves by a few thousandths from one seed to the next, and it lies near 0. So the
+# cell prints that end over seeds 0 to 10. The interval it reports draws 20,000 resamples, which
+# steadies the end.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+versus_mock = ec.auc_difference_with_interval(expected, mock_scores, truth, question, n_resamples=20000)
+print(f"AUC, SmolLM2 minus the mock judge: {versus_mock['diff']:+.3f}, 95% CI "
+      f"[{versus_mock['ci95'][0]:+.3f}, {versus_mock['ci95'][1]:+.3f}] (questions resampled; both "
+      f"AUCs on each resample)")
+upper_ends = [ec.auc_difference_with_interval(expected, mock_scores, truth, question, seed=s)["ci95"][1]
+              for s in range(11)]
+print(f"its upper end with 2,000 resamples, seeds 0 to 10: from {min(upper_ends):+.3f} to {max(upper_ends):+.3f}")
+auc_gap = separation["SmolLM2, probability-weighted"]["auc"] - separation["mock judge"]["auc"]
+assert abs(versus_mock["diff"] - auc_gap) < 1e-12, "expected the difference of the two AUCs above"
+assert versus_mock["ci95"][0] < 0 and abs(versus_mock["ci95"][1]) < 0.01, \
+    f"expected an interval whose upper end lies at 0, got {versus_mock['ci95']}"
+
+# %% [markdown]
+# On these labels the mock judge's AUC is higher by 0.144. The paired interval, [−0.292, +0.001], just
+# includes 0. With 2,000 resamples its upper end lands on either side of 0 (from −0.006 to +0.005),
+# depending on the seed. So neither judge is shown better than the other: SmolLM2 is not shown to beat
+# the mock judge, and the mock judge is not shown to beat SmolLM2.
+#
+# **How sure are we?**
+#
+# - The difference is borderline, on 20 questions, in one comparison chosen after both AUCs were seen.
+#   It supports neither "SmolLM2 is worse" nor "the two are equal".
+
+# %% [markdown]
+# ### B. The parsed replies' kappa, and why it gets no interval
+#
+# The parsed replies get a kappa too, but no interval. The judge scored only the items it chose to
+# answer, so those are no sample of the 80. They also fall in a handful of questions. A percentile
+# bootstrap over so few clusters does not keep its 95% promise: its coverage (lesson 05) falls short.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+scored_parsed = [i for i, p in enumerate(parsed) if p is not None]
+parsed_agreement = ec.pass_fail_agreement([parsed[i] >= 4 for i in scored_parsed],
+                                          [truth[i] for i in scored_parsed])
+parsed_questions = len({question[i] for i in scored_parsed})
+kappa = "undefined" if parsed_agreement["kappa"] is None else f"{parsed_agreement['kappa']:+.3f}"
+print(f"SmolLM2, parsed >= 4: kappa {kappa} on the {len(scored_parsed)} items it scored, in "
+      f"{parsed_questions} questions; confusion[judge][label] {parsed_agreement['confusion']}")
+
+# %% [markdown]
+# On the 12 items it scored, the parsed replies' kappa is -0.538, in 8 questions: too few and too
+# self-selected for an interval, or for any conclusion.

@@ -15,24 +15,30 @@
 # %% [markdown]
 # # 10 · Learning aggregate weights from a preference order
 #
+# The weights of lesson 05's aggregate, `ec.DEFAULT_WEIGHTS`, are a choice. Here a reviewer's
+# ranking of a few models makes that choice instead, by a small fit. Fitted on five of the models,
+# the weights reproduce those five's order (no weights can reproduce the reviewer's full ranking of
+# six). But with so few models, they place a held-out model no better than the default weights do,
+# under the rule that breaks ties between equally near weightings.
+#
 # **What you will learn**
 #
-# - that `ec.DEFAULT_WEIGHTS` is a choice, and how a reviewer's order over a few models can make that
-#   choice instead;
-# - how to make several model variants without training: two checkpoints, a temperature-changed model
-#   (and what temperature does and does not change), and wrapper-changed models that post-process
-#   their answers;
+# - how to make several model variants without training: two checkpoints, a temperature-changed
+#   model (and what temperature does and does not change), and wrapper-changed models that
+#   post-process their answers;
 # - how `ec.fit_weights` works: a small linear program that maximises the smallest margin between
 #   neighbouring models, regularised toward the default weights; and how to read its margins;
 # - how big a margin is against the evals' own noise: a paired bootstrap of the facts the four evals
-#   share, with the weights held fixed and refitted on every resample;
+#   share, with the weights held fixed, and then refitted on every resample;
 # - what an *impossible* order looks like, and what it tells you about the reviewer and the metrics;
-# - the in-sample trap, and leave-one-model-out as the held-out check: with only a handful of models
-#   the learned weights place held-out models no better than the defaults did; and how a tie between
-#   equally near weightings can decide such a result.
+# - the in-sample trap, and leave-one-model-out as the held-out check: with only a handful of
+#   models, the learned weights place held-out models no better than the defaults did;
+# - how a tie between equally near weightings can decide such a result.
 #
-# **Time needed:** about 70 minutes. **Builds on:** 05 (the aggregate and its weights) and 04 (the judge).
-# No training: the checkpoints load instantly.
+# **Time needed:** about 75 minutes.
+#
+# **Builds on:** 05 (the aggregate and its weights, resampling facts), 04 (the judge), 06 (the
+# in-sample trap) and 07 (temperature). No training: the checkpoints load instantly.
 
 # %%
 import math
@@ -53,14 +59,18 @@ early = ec.load_pretrained(ec.EARLY_CHECKPOINT_PATH)  # ec.EARLY_CHECKPOINT_STEP
 # %% [markdown]
 # ## 1. Several models, no training
 #
-# Two checkpoints give us two training stages. Two other kinds of change are free to make, because an
-# evalcore eval accepts *any* callable `model(ids) -> logits`.
+# We make six models without training any: two checkpoints, one temperature and three wrappers. The
+# temperature and the wrappers each reach only some of the four evals.
 #
-# **Temperature.** Dividing the logits by `T` flattens the next-token distribution (`T > 1`) or
-# sharpens it (`T < 1`). It changes every probability, so perplexity moves. It keeps the *order* of the
-# logits, so greedy decoding, which takes the argmax, produces exactly the same answers. Exact match,
-# token F1 and the judge can't see a temperature change at all. (Sampled text would change, but
-# `ec.generate` is greedy.)
+# Two checkpoints give us two training stages. Two other kinds of change are free to make, because
+# an evalcore eval accepts *any* callable `model(ids) -> logits`.
+#
+# **Temperature** (lesson 07). Dividing the logits by `T` flattens the next-token distribution
+# (`T > 1`) or sharpens it (`T < 1`). It changes every probability, so perplexity moves. It keeps
+# the *order* of the logits, so greedy decoding (lesson 04), which takes the argmax, produces
+# exactly the same answers. Exact match, token F1 and the judge can't see a temperature change at
+# all. Sampled text would change (this is the sampling temperature that lesson 07 sets apart), but
+# `ec.generate` is greedy.
 
 # %% tags=["live"]
 # Temperature: a lambda that divides the model's logits by T; greedy answers must not change; defines: at_temperature
@@ -82,15 +92,17 @@ assert ppl_at[1.5] < ppl_at[1.0] < ppl_at[2.0] < ppl_at[0.7]  # some softening h
 
 # %% [markdown]
 # The shipped model is a little over-confident on held-out text: softening it with `T = 1.5` lowers
-# its perplexity from 7.134 to 6.452, while every answer it gives stays exactly the same. Softening is
-# not free, though: `T = 2` overshoots to 7.758, worse than leaving the model alone, and sharpening
-# (`T = 0.7`) is worse still. We keep `T = 1.5` as a variant. (Lesson 07 looks at over- and
-# under-confidence in multiple-choice answers directly.)
+# its perplexity from 7.134 to 6.452, while every answer it gives stays exactly the same. Softening
+# is not free, though. `T = 2` overshoots to 7.758, worse than leaving the model alone, and
+# sharpening (`T = 0.7`) is worse still. We keep `T = 1.5` as a variant. (Lesson 07 looks at over-
+# and under-confidence in multiple-choice answers directly.)
 #
-# **A wrapper.** A deployed model is often wrapped: a post-processor tidies, prefixes or truncates what it
-# says. The evals call `ec.generate`, so to let them score the *wrapped* system we make the wrapper look
-# like a model. On plain text it returns the base model's logits, so perplexity is untouched. After the
-# `RESP` token it spells out the post-processed answer one byte at a time.
+# **A wrapper.** A deployed model is often wrapped: a post-processor tidies, prefixes or truncates
+# what it says. The evals call `ec.generate`, so to let them score the *wrapped* system we make the
+# wrapper look like a model. On plain text it returns the base model's logits, so perplexity is
+# untouched. After the `RESP` token (TinyGPT's token that opens an answer, lesson 07) it spells out
+# the post-processed answer one byte at a time. Its logits put the top score on the answer's next
+# byte, so greedy decoding reproduces the answer exactly.
 
 # %%
 class PostProcessed:
@@ -113,7 +125,9 @@ class PostProcessed:
 
 
 # %% [markdown]
-# Three post-processors, each something a real deployment might do:
+# Three post-processors, each something a real deployment might do. Below, their answers to three
+# judge questions (the columns are the questions' numbers in the judge fixture), with the early
+# checkpoint's for comparison:
 
 # %%
 models = {
@@ -130,11 +144,12 @@ models = {
 shown = [4, 10, 17]  # three judge questions on which the wrappers show what they do
 show = [fx["judge"][i][0] for i in shown]
 pd.DataFrame({name: ec.generate(models[name], tok, show, max_new_tokens=64) for name in
-              ["shipped", "shipped+tidy", "shipped+prefix", "shipped+cut"]}, index=shown).T
+              ["shipped", "shipped+tidy", "shipped+prefix", "shipped+cut", "early"]}, index=shown).T
 
 
 # %% [markdown]
-# Now every model gets the four evals on the same fixtures (about ten seconds on one core):
+# Now every model gets the four evals on the same fixtures (about ten seconds of one core's time). The
+# table holds each eval normalised to [0, 1] (lesson 05), and the default aggregate:
 
 # %%
 def room(model):
@@ -154,19 +169,21 @@ table.round(4).sort_values("default aggregate", ascending=False)
 # %% [markdown]
 # ## 2. A reviewer's order
 #
-# A reviewer reads the answers of all six and ranks them, best first:
+# A reviewer reads the answers of all six and ranks them. The default weights disagree with that
+# ranking in three places. The ranking, best first:
 #
-# 1. **shipped+tidy**: the same answers, with the stutters removed ("The Sun is the Sun a ar." rather
-#    than "The Sun is the Sun a a a a a ar.");
-# 2. **shipped T=1.5**: the same answers as *shipped*. Told that it puts more probability on held-out
-#    text, the reviewer breaks the tie in its favour;
+# 1. **shipped+tidy**: the same answers, with the stutters removed ("The Sun is the Sun a ar."
+#    rather than "The Sun is the Sun a a a a a ar.");
+# 2. **shipped T=1.5**: the same answers as *shipped*. Told that it puts more probability on
+#    held-out text, the reviewer breaks the tie in its favour;
 # 3. **shipped**;
 # 4. **shipped+prefix**: "Answer: " clutters the reply but hides nothing;
 # 5. **shipped+cut**: "A spider has" has lost the answer;
 # 6. **early**: mostly gibberish.
 #
-# The default weights disagree three times. They put *tidy* below both *T=1.5* and *shipped*, and *cut*
-# above *prefix*, because exact match, with 30%, gives the prefixed answers no credit at all.
+# The defaults put *tidy* below both *T=1.5* and *shipped*. They put *cut* above *prefix*, because
+# exact match, with its weight of 0.3, gives the prefixed answers no credit at all: "Answer: " in
+# front breaks every exact match.
 
 # %%
 reviewer = ["shipped+tidy", "shipped T=1.5", "shipped", "shipped+prefix", "shipped+cut", "early"]
@@ -179,23 +196,41 @@ assert disagree == [("shipped+tidy", "shipped T=1.5"), ("shipped+tidy", "shipped
 # %% [markdown]
 # ## 3. Fitting the weights
 #
-# `ec.fit_weights(results, reviewer)` finds non-negative weights that sum to 1 and under which the
-# aggregates fall in the reviewer's order. It solves two small linear programs:
+# No weights realise the reviewer's full order, because of *tidy*: one removed stutter costs it
+# token F1. Without *tidy*, weights that realise the order exist: they cut exact match from 0.3 to
+# about 0.04.
 #
-# 1. maximise the **smallest margin** `m*`: the smallest aggregate gap between neighbours in the order;
+# `ec.fit_weights(results, reviewer)` looks for weights under which the aggregates fall in the
+# reviewer's order. Such weights **realise** the order. The weights must be non-negative and sum to
+# 1. That set of weightings is the **simplex**. The **margin** between two neighbours in the order
+# is the gap between their aggregates. The fit solves two small **linear programs** (problems that
+# maximise or minimise a linear function under linear constraints: equalities and inequalities):
+#
+# 1. maximise the **smallest margin**: the smallest aggregate gap between neighbours in the order.
+#    It becomes linear with the margin as a fifth unknown `m`, and every gap between neighbours
+#    required to be at least `m`. The largest `m` reached is called `m*`;
 # 2. among weights that keep at least `margin_share · m*` (default half), take those **nearest
-#    `DEFAULT_WEIGHTS`** (L1 distance). This is the regulariser: move away from the defaults only as far
-#    as the order requires.
+#    `DEFAULT_WEIGHTS`** in L1 distance (the sum of the absolute differences). This is the
+#    regulariser: move away from the defaults only as far as the order requires.
 #
-# The nearest weights need not be unique. Exact match and token F1 share the default 0.3, so moving
-# weight off one of them or off the other costs exactly the same in L1, and a whole face of weightings
-# can tie. `fit_weights` reports them all in `.tied` and takes a stated one: the tied vertex nearest
-# `DEFAULT_WEIGHTS` in L2 (squared distance), then the one that separates the first model from the
-# last most. We will meet such ties in the bootstrap and in section 5.
+# A linear program reaches its best value at a **vertex**, a corner of the region its constraints
+# allow. With four weights there are few enough candidate vertices that evalcore simply tries them
+# all. That is exact, and it can *prove* that an order is impossible (`m* ≤ 0`). A pairwise logistic
+# loss, a common way to learn from rankings, can't do that. It maps each pair's gap $d$ to a
+# probability by the S-shaped **logistic** function $1/(1+e^{-d})$, and pushes those probabilities
+# up.
 #
-# With four weights, each program has only a few hundred candidate vertices, and evalcore simply tries
-# them all. That is exact, and it can *prove* that an order is impossible (`m* ≤ 0`). A pairwise
-# logistic loss can't do that. Here is the reviewer's order:
+# The nearest weights need not be unique. Exact match and token F1 share the default 0.3. Take 0.1
+# off either one and put it on perplexity: the L1 distance to the defaults is 0.2 both ways. So a
+# whole face of weightings (a flat side of the region) can tie. `fit_weights` lists the tied
+# vertices in `.tied` and takes a stated one:
+#
+# - the tied vertex nearest `DEFAULT_WEIGHTS` in L2 (squared distance);
+# - then the one that separates the first model from the last most.
+#
+# We will meet such ties in the bootstrap and in section 5.
+#
+# Here is the reviewer's order:
 
 # %%
 first = ec.fit_weights(results, reviewer)
@@ -203,9 +238,10 @@ print(first.message)
 assert not first.realisable and first.best_margin <= 0, first.message
 
 # %% [markdown]
-# No weights realise it. The message names the pairs that fail under the *least-bad* weights, but the
-# cause is *tidy*: without it the rest of the order can be realised, as we will see. Compare *tidy*
-# with *shipped*, eval by eval:
+# No weights realise it. The message names the pairs that fail under the *least-bad* weights. Those
+# weights trade the other pairs off against *tidy*, so pairs that are fine on their own fail too.
+# The cause is *tidy*: without it the rest of the order can be realised, as we will see. Compare
+# *tidy* with *shipped*, eval by eval:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -218,10 +254,10 @@ print("tidy - shipped:", {n: round(v, 4) for n, v in gap.items()})
 assert gap["perplexity"] == gap["exact_match"] == gap["judge"] == 0 and gap["token_f1"] < 0, gap.to_dict()
 
 # %% [markdown]
-# *tidy* ties *shipped* on three evals and is behind on token F1, so under **any** non-negative weights
-# its aggregate is at most *shipped*'s, and below it as soon as token F1 has any weight at all. No
-# weighting can put it first. Where does the F1 gap come from? Removing a stutter changed two answers
-# of the F1 fixture:
+# *tidy* ties *shipped* on three evals and is behind on token F1. So under **any** non-negative
+# weights its aggregate is at most *shipped*'s, and below it as soon as token F1 has any weight at
+# all. No weighting can put it first. Where does the F1 gap come from? Removing a stutter changed
+# two answers of the F1 fixture:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -237,17 +273,20 @@ n_a = ec.normalise_f1(changed[1][4]).split().count("a")
 assert n_a == 2, f"expected two \"a\"s in the frog reference, got {n_a}"
 
 # %% [markdown]
-# One answer gains a little and one loses more. The frog answer's stutter, "a a a a", was matching the
-# two "a"s of its reference ("A frog ... a tadpole"); after tidying, only one is left. That one function
-# word, on one of 20 examples, is the whole difference between *tidy* and *shipped* (lesson 03 showed how
-# much of token F1 comes from such words).
+# One answer gains a little and one loses more. The Sun answer drops a "tar" that is not in its
+# reference, so its precision rises. The frog answer's stutter, "a a a a", was matching the two
+# "a"s of its reference ("A frog ... a tadpole"). After tidying, only one is left. The F1 gap
+# between *tidy* and *shipped* is the net of these two changes, and the frog's lost "a" is the
+# larger. (Lesson 03 showed how much of token F1 comes from such words.)
 #
 # An impossible order is information, not a failure of the fit. Either the reviewer values something
 # none of the four metrics measures (here, fluent text without stutters), or the order is wrong. The
-# reviewer is surely right that *tidy* reads better, so the honest fix is a metric that sees stutters.
-# A negative weight on token F1 is not a fix: it would reward wrong answers. Until such a metric
-# exists, these four evals cannot place *tidy* at all, so we set it aside and fit the reviewer's order
-# of the other five models. There the defaults disagree once: *cut* above *prefix*.
+# reviewer is surely right that *tidy* reads better, so the honest fix is a metric that sees
+# stutters. A negative weight on token F1 is not a fix: it would reward wrong answers.
+#
+# Until such a metric exists, these four evals cannot place *tidy* at all. So we set it aside and
+# fit the reviewer's order of the other five models. There the defaults disagree once: *cut* above
+# *prefix*.
 
 # %% tags=["live"]
 # Fit the weights: drop tidy, ec.fit_weights(five, order), check it realises the order; defines: five, order, fit
@@ -268,9 +307,10 @@ pd.DataFrame({"default": defaults, "learned": fit.weights}).round(4)
 # The learned weights cut exact match from 0.3 to about 0.04: with 0.3 on exact match, *cut* beats
 # *prefix*, and the reviewer says it shouldn't. Perplexity rises from 0.2 to about 0.39, though the
 # reviewer never asked for perplexity as such. *T=1.5* and *shipped* differ in perplexity alone (by
-# 0.0118 in normalised units), and keeping their margin at half the best possible takes that much
-# weight. The judge keeps its default 0.2, and token F1 takes the rest. The margins say how close each
-# call is:
+# 0.0118 in normalised units). Their margin must be at least half the best possible: 0.004632, half
+# of the 0.009264 in the fit's message. That takes a perplexity weight of 0.004632 / 0.0118 ≈ 0.39.
+# The judge keeps its default 0.2, and token F1 takes the rest. The margins say how close
+# each call is:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -293,9 +333,10 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Look at the scale of those margins. The smallest is under 0.005. One judge score moving by one point
-# on one of the 20 examples shifts a model's aggregate by `w_judge × (1/5) / 20`, and a few such points
-# are enough to reverse the closest pair:
+# Look at the scale of those margins: the smallest is under 0.005. One judge score moving by one
+# point on one of the 20 examples shifts a model's aggregate by `w_judge × (1/5) / 20` (the judge's
+# score is divided by 5 to normalise it, lesson 05). A few such
+# points are enough to reverse the closest pair:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -308,13 +349,21 @@ assert to_reverse == 3, f"expected 3 judge points to reverse the closest pair, g
 # %% [markdown]
 # ### The margins against the evals' own noise
 #
-# Three judge points is a small change, but how likely is a change that size? Each eval's 20 examples
-# are a sample of the questions we could have asked, and the four fixtures ask about the same facts
-# (lesson 05). The bootstrap behind the aggregate's interval redraws **facts**:
-# `ec.joint_resampled_values(results, R, seed)` draws the 25 fact ids with replacement, counts
-# every example of a drawn fact in every eval that asks about it, and recomputes each eval's value,
-# all four evals on one draw. The same seed and the same fact ids give every model the same draw, so
-# the comparison between two models stays paired.
+# Against the evals' noise, three of the four margins hold on every resample, but *prefix* over
+# *cut* holds on only 63%. The exact-match cut survives refitting, but no learned weight is good to
+# more than one significant figure.
+#
+# Three judge points is a small change, but how likely is a change that size? Each eval's 20
+# examples are a sample of the questions we could have asked, and the four fixtures ask about the
+# same facts (lesson 05). The bootstrap behind the aggregate's interval redraws **facts**.
+# `ec.joint_resampled_values(results, R, seed)` does it in three steps, all four evals on one draw:
+#
+# - it draws the 25 fact ids with replacement (24 facts and one text about many, lesson 05);
+# - it counts every example of a drawn fact in every eval that asks about it;
+# - it recomputes each eval's value.
+#
+# The same seed and the same fact ids give every model the same draw. So the comparison between two
+# models stays paired (a paired bootstrap, lesson 01).
 #
 # First, hold the learned weights fixed and recompute every margin on each of 300 resamples:
 
@@ -350,12 +399,15 @@ assert holds_all.double().mean().item() == close["holds"]  # the close pair is t
 
 # %% [markdown]
 # The two smallest margins are the same size, 0.004632, and they behave completely differently.
-# *T=1.5* over *shipped* holds on every resample: the two models give the same answers, and
-# perplexity on the same redrawn texts moves both together, so their difference barely varies.
-# *prefix* over *cut* holds on only 63% of resamples, and its 95% interval runs from about -0.016
-# to 0.027, across zero. Those two models answer differently, and which of them a given
-# example favours changes from example to example. The size of a margin says nothing on its own:
-# what matters is its size against the noise of that particular difference.
+#
+# - *T=1.5* over *shipped* holds on every resample. The two models give the same answers, and
+#   perplexity on the same redrawn texts moves both together, so their difference barely varies.
+# - *prefix* over *cut* holds on only 63% of resamples, and its 95% interval runs from about -0.016
+#   to 0.027, across zero. Those two models answer differently, and which of them a given example
+#   favours changes from example to example.
+#
+# The size of a margin says nothing on its own: what matters is its size against the noise of that
+# particular difference.
 #
 # That is the margins with the weights held fixed, but the weights were themselves fitted on these
 # examples. Refit them on every resample:
@@ -375,9 +427,9 @@ print(refit_w.quantile([0.025, 0.5, 0.975]).round(2).to_string())
 n_tied = sum(len(f.tied) > 1 for f in refits)
 judge_default = (refit_w["judge"] - ec.DEFAULT_WEIGHTS["judge"]).abs() < 1e-9
 judge_if_kept = pd.Series([max(w["judge"] for w in f.tied) for f in refits])  # ties kept at 0.2 where they can be
+tied_rows = pd.Series([len(f.tied) > 1 for f in refits])
 print(f"the tie rule chose on {n_tied} of {R} resamples; the judge keeps its default 0.2 on {judge_default.sum()}")
-print(f"judge's 2.5th percentile: {refit_w['judge'].quantile(0.025):.1g} under the tie rule, "
-      f"{judge_if_kept.quantile(0.025):.1g} if tied resamples keep it at 0.2 where they can")
+print(f"the judge moves below 0.2 on {(~judge_default).sum()} resamples, {(~judge_default & tied_rows).sum()} of them tied")
 
 # %%
 full = ec.fit_weights({m: [ec.EvalResult(r.name, r.value, []) for r in rs] for m, rs in five.items()}, order)
@@ -391,39 +443,60 @@ tails = refit_w.index[refit_w["exact_match"].rank(ascending=False, method="first
 tied_tails = sum(len(refits[i].tied) > 1 for i in tails)
 assert tied_tails == 9, f"expected 9 of the 12 largest exact-match weights from tied resamples, got {tied_tails}"
 assert round(refit_w["judge"].quantile(0.025), 1) == 0.1 and round(judge_if_kept.quantile(0.025), 1) == 0.2
+assert (~judge_default).sum() == 43 and (~judge_default & ~tied_rows).sum() == 21  # untied moves too
+judge_low = (refit_w["judge"].quantile(0.025), judge_if_kept.quantile(0.025))
+print(f"judge's 2.5th percentile: {judge_low[0]:.2f} under the tie rule, "
+      f"{judge_low[1]:.2f} if tied resamples keep it at 0.2 where they can")
+assert 0.13 < judge_low[0] < 0.15 and 0.16 < judge_low[1] < 0.18, judge_low
 assert round(em_q[1], 1) == 0.1, em_q  # "about 0.1"
 
 # %% [markdown]
-# The order is realisable on every resample. That sounds reassuring and is not: with four weights and
-# only four ordered pairs, *some* weighting fits almost any order, so "realisable" is a low bar. What
-# the refits do show is which parts of the weights are stable. Exact match stays far below its default
-# 0.3 on nearly every resample (its 97.5th percentile is about 0.1): that cut is what the reviewer's
-# *prefix* over *cut* asks for, and the noise does not undo it. Token F1 moves a lot: the middle 95%
-# of its refits runs from about 0.3 to 0.5, and perplexity's from about 0.3 to 0.4.
+# The order is realisable on every resample. That sounds reassuring and is not. With four weights
+# and only four ordered pairs, an order fails only when the evals' gaps contradict it outright, as
+# *tidy*'s did, and a resample of these same models rarely produces such a contradiction. So
+# "realisable" (some weighting exists, however few) is a low bar. What the refits do show is which
+# parts of the weights are stable:
 #
-# The tails are partly the tie rule's. On 22 of the 300 resamples several weightings are equally near
-# the defaults, and the rule of section 3 chooses; those 22 supply 9 of the 12 largest exact-match
-# weights. The judge keeps its default 0.2 on 257 resamples (86%). Its 2.5th percentile is about 0.1
-# under the tie rule, but about 0.2 if the tied resamples keep the judge at 0.2 wherever an equally
-# near weighting does. Quote the learned weights to one significant figure at most, and the judge's
-# lower tail not at all.
+# - Exact match stays far below its default 0.3 on nearly every resample (its 97.5th percentile is
+#   about 0.1). That cut is what the reviewer's *prefix* over *cut* asks for, and the noise does not
+#   undo it.
+# - Token F1 moves a lot: the middle 95% of its refits runs from about 0.3 to 0.5. Perplexity's runs
+#   from about 0.3 to 0.4.
 #
-# **What a margin of 0.0046 can support:** that on *these* 20 examples per eval, under *these*
-# weights, the aggregates fall in the reviewer's order, and that *T=1.5* over *shipped* is a
-# consistent difference. **What it cannot support:** that *prefix* beats *cut* on new questions of the
-# same kind (63% of resamples, not far from a coin toss), or any claim that depends on the third
-# significant figure of a weight.
+# The table's tails, its 2.5% and 97.5% rows, are partly the tie rule's. Where several weightings are
+# equally near the defaults, the tie rule's pick (section 3) sets the value, so part of each tail
+# comes from the rule rather than the data. That happens on 22 of the 300 resamples.
 #
-# There is a further trap that no bootstrap of examples removes. The margins were measured on the
-# same models the weights were chosen to order. The fit *made* them positive, so a positive in-sample
-# margin is guaranteed, not found. Whether the weights carry over needs a model the fit never saw,
-# which is what section 5 does.
+# - **Exact match:** those 22 supply 9 of its 12 largest weights (the top 4% of the refits, which
+#   hold the 97.5% row).
+# - **The judge** keeps its default 0.2 on 257 resamples (86%) and falls below it on the other 43, 22
+#   of them tied. Its 2.5th percentile is 0.14 under the tie rule, and 0.17 if the tied resamples
+#   keep the judge at 0.2 wherever an equally near weighting does. The tie rule deepens the judge's
+#   lower tail, but 21 untied resamples move it too.
+#
+# **How sure are we?**
+#
+# - Quote the learned weights to one significant figure at most, and the judge's lower tail not at
+#   all.
+# - **What a margin of 0.0046 can support:** that on *these* 20 examples per eval, under *these*
+#   weights, the aggregates fall in the reviewer's order. Also that *T=1.5* over *shipped* is a
+#   consistent difference on texts like these. (T = 1.5 was picked among four temperatures on these
+#   same texts, so the size of its lead is in-sample.)
+# - **What it cannot support:** that *prefix* beats *cut* on new questions of the same kind: its
+#   margin is positive on only 63% of resamples, and its 95% interval, about −0.016 to 0.027, runs
+#   across zero. Nor any claim that depends on a weight's second significant figure.
+# - There is a further trap that no bootstrap of examples removes. The margins were measured on the
+#   same models the weights were chosen to order. The fit *made* them positive, so a positive
+#   in-sample margin is guaranteed, not found. Whether the weights carry over needs a model the fit
+#   never saw, which is what section 5 does.
 
 # %% [markdown]
 # ### How hard to pull toward the defaults
 #
 # `margin_share` trades margin for closeness to the defaults. At 1 we get the max-min-margin weights
-# themselves. Lower values keep less of the margin and stay nearer `DEFAULT_WEIGHTS`:
+# themselves. Lower values keep less of the margin and stay nearer `DEFAULT_WEIGHTS`. At 0.1 the fit
+# keeps perplexity and the judge at their defaults, and only moves weight from exact match to token
+# F1:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -439,11 +512,15 @@ shares.round(4)
 # %% [markdown]
 # ## 4. A second impossible order
 #
-# A second reviewer distrusts temperature tricks and wants *shipped* **above** *shipped T=1.5*. The two
-# give identical answers, so only perplexity can tell them apart, and *T=1.5* has the better
-# perplexity. It is *tidy*'s situation again (the model the reviewer wants higher is worse on one eval
-# and tied on the rest), so no non-negative weighting can put *shipped* first, and `fit_weights` says
-# so rather than returning weights that quietly fail:
+# An order that puts *shipped* above *shipped T=1.5* is impossible too, for the same reason as
+# *tidy*.
+#
+# A second reviewer distrusts temperature tricks and wants *shipped* **above** *shipped T=1.5*. The
+# two give identical answers, so only perplexity can tell them apart, and *T=1.5* has the better
+# perplexity. It is *tidy*'s situation again: the model the reviewer wants higher is worse on one
+# eval and tied on the rest. So no non-negative weighting can put *shipped* first, and `fit_weights`
+# says so rather than returning weights that quietly fail. (As in section 3, the least-bad weights
+# let another pair fail too.)
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -459,10 +536,15 @@ assert not impossible.realisable and impossible.best_margin <= 0
 #
 # ## 5. Leave one model out: the held-out check
 #
-# Five models give four ordered pairs to fit four weights. Is that enough? The bootstrap in section 3
-# kept the models and redrew the examples. Here we keep the examples and hold out a model instead:
-# `ec.leave_one_model_out` fits the weights on four models and then asks whether the fifth lands where
-# the reviewer put it:
+# Held out one at a time, 3 of the 5 models land in their place under the tie rule (4 under the most
+# favourable tied weighting): the three that the default weights already place. The learned weights
+# describe their order; they are not shown to predict a new model's place.
+#
+# Five models give four ordered pairs to fit four weights (three free ones, since they sum to 1). Is
+# that enough? The bootstrap in section
+# 3 kept the models and redrew the examples. Here we keep the examples and hold out a model instead.
+# This is **leave-one-out**: `ec.leave_one_model_out` fits the weights on four models, then asks
+# whether the fifth lands where the reviewer put it:
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -500,13 +582,14 @@ assert misplaced["held_out"].tolist() == ["shipped+prefix", "shipped+cut"]  # th
 assert all(w["exact_match"] > 0.2 for w in misplaced["weights"])  # the tie rule's picks: exact match near 0.3
 
 # %% [markdown]
-# Three of five held-out models land in their place, but look at which three: *T=1.5*, *shipped* and
-# *early*, exactly the ones the **default** weights already place correctly. The one correction the
-# reviewer made to the defaults, *prefix* over *cut*, is exactly what leave-one-out loses (under the
-# tie rule of section 3: more on that in a moment). Hold out
-# either model of that pair and its constraint goes with it: the remaining order no longer needs a
-# small exact-match weight, though it does not forbid one. Both refits are ties (section 3), so look
-# at every weighting equally near the defaults, and where each puts the held-out model:
+# Look at which three land in their place: *T=1.5*, *shipped* and *early*, exactly the ones the
+# **default** weights already place correctly. The one correction the reviewer made to the defaults,
+# *prefix* over *cut*, is exactly what leave-one-out loses, under the tie rule of section 3 (more on
+# that in a moment).
+#
+# Hold out either model of that pair and its constraint goes with it: the remaining order no longer
+# needs a small exact-match weight, though it does not forbid one. Both refits are ties (section 3).
+# So look at every weighting equally near the defaults, and at where each puts the held-out model:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -532,16 +615,25 @@ assert best_case == 4, f"expected 4 placed under the most favourable tied weight
 
 # %% [markdown]
 # Without *prefix*, every equally near weighting misplaces it. Without *cut*, they rank it 2nd, 3rd
-# or 4th: one of them, with exact match at 0.02, would put *cut* in its place. The tie rule picks one
-# that keeps exact match at its default 0.3 and ranks *cut* 3rd. So leave-one-out places 3 of 5
-# under this rule, and 3 or 4 depending on the tied weighting: the L1 regulariser alone does not
-# decide it, and even the most favourable tied weighting places only one model more than the
-# defaults do. With this few models the learned weights *describe* the order they were
-# fitted on. They do not *predict* where the next model belongs. That is the in-sample trap from
-# section 3 made visible: the one pair whose order the fit had to force is the pair with the noisiest
-# margin (it held on 63% of resamples), and it is also the pair that a held-out fit loses. Before
-# trusting learned weights, fit them on many more models than weights, check their margins against
-# the bootstrap, and check them on models that were held out.
+# or 4th. One of them, with exact match at 0.02, would put *cut* in its place. The tie rule picks
+# one that keeps exact match at its default 0.3 and ranks *cut* 3rd.
+#
+# So leave-one-out places 3 of 5 under this rule, and 3 or 4 depending on the tied weighting. The L1
+# regulariser alone does not decide it. Even the most favourable tied weighting places only one
+# model more than the defaults do.
+#
+# With this few models the learned weights *describe* the order they were fitted on. They are not
+# shown to *predict* where the next model belongs. On the one held-out check that five models allow,
+# they place no more models than the defaults do under the tie rule, and one more at best under
+# another equally near weighting. That is the in-sample trap from section 3 made visible.
+# The one pair whose order the fit had to force is the pair whose margin is least sure (it held on
+# only 63% of resamples). It is also the pair that a held-out fit loses.
+#
+# **How sure are we?**
+#
+# - Five models are far too few, and ties decide part of the result.
+# - Before trusting learned weights, fit them on many more models than weights, check their margins
+#   against the bootstrap, and check them on models that were held out.
 
 # %% [markdown]
 # ## Summary
@@ -552,46 +644,50 @@ assert best_case == 4, f"expected 4 placed under the most favourable tied weight
 #   greedy answer; `T = 2` gave 7.758, worse than `T = 1`. The wrappers changed answers and left
 #   perplexity alone. So *shipped T=1.5*, *shipped* and the wrapped models differ only where each
 #   change reaches.
-# - The reviewer's order, with *tidy* first, is impossible: *tidy* ties *shipped* on perplexity, exact
-#   match and the judge, and trails it on token F1 (0.2952 against 0.2979), because one removed stutter
-#   had been matching an "a" in its reference. This is exact arithmetic, not a noisy estimate: under
-#   any non-negative weights *tidy* cannot score above *shipped*. The same holds for an order that puts
-#   *shipped* above its identical-answer, lower-perplexity twin.
+# - The reviewer's order, with *tidy* first, is impossible. *tidy* ties *shipped* on perplexity,
+#   exact match and the judge, and trails it on token F1 (0.2952 against 0.2979), because one
+#   removed stutter had been matching an "a" in its reference.
+# - This is exact arithmetic, not a noisy estimate: under any non-negative weights *tidy* cannot
+#   score above *shipped*. The same holds for an order that puts *shipped* above its
+#   identical-answer, lower-perplexity twin.
 # - On the other five models the defaults break the order once (*cut* above *prefix*). `fit_weights`
-#   found weights that realise it: exact match 0.04, token F1 0.36, judge 0.2, perplexity 0.39.
+#   found weights that realise it: about 0.04 on exact match, 0.4 on token F1, 0.2 on the judge and
+#   0.4 on perplexity (0.044, 0.36, 0.2 and 0.39 on these examples).
 # - Against the bootstrap (300 paired resamples of the 25 facts the four fixtures share, weights
-#   fixed), three of the four margins hold on every resample, *T=1.5* over *shipped* among them
+#   fixed), three of the four margins hold on every resample. *T=1.5* over *shipped* is among them,
 #   despite a margin of only 0.0046. Refitted on every resample, exact match stays well below its
 #   default 0.3.
 # - Leave-one-model-out placed 3 of 5 held-out models correctly under the tie rule (3 or 4 depending
-#   on which equally near weighting is taken), the same three the default weights place; the
-#   reviewer's one correction is lost under the rule whenever a model of its pair is held out.
+#   on which equally near weighting is taken). These are the same three the default weights place.
+#   Under the rule, the reviewer's one correction is lost whenever a model of its pair is held out.
 #
-# **What it did not establish**
+# **What it did not**
 #
-# - That *prefix* is better than *cut*, beyond these 20 examples per eval: under the learned weights
-#   its margin (0.0046) has a 95% bootstrap interval of about -0.016 to 0.027 and holds on 63% of
+# - That *prefix* is better than *cut*, beyond these 20 examples per eval. Under the learned weights
+#   its margin (0.0046) has a 95% bootstrap interval of about -0.016 to 0.027, and holds on 63% of
 #   resamples. Three judge points on one model reverse it.
-# - The learned weights beyond one significant figure: refitted on resamples, the middle 95% of token
-#   F1 ranges from about 0.3 to 0.5 and of perplexity from about 0.3 to 0.4; the judge's lower tail
-#   is set by the tie rule on 22 of 300 resamples. "Realisable on every resample" is a low bar with
-#   four weights and four pairs.
-# - That the learned weights generalise to a new model. The in-sample margins are positive because the
-#   fit made them so, and the one held-out check available says they do not. Five models are far too
-#   few.
+# - The learned weights beyond one significant figure. Refitted on resamples, the middle 95% of
+#   token F1 ranges from about 0.3 to 0.5, and of perplexity from about 0.3 to 0.4. The judge's
+#   lower tail is partly the tie rule's: 43 resamples move the judge below 0.2, 22 of them ties.
+#   "Realisable on every resample" is a low bar: a resample of these models rarely contradicts the
+#   order outright.
+# - That the learned weights generalise to a new model. The in-sample margins are positive because
+#   the fit made them so, and the one held-out check available finds them no better than the
+#   defaults under the tie rule (one model better at most, under another equally near weighting).
+#   Five models are far too few.
 
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise has one code cell. Write your code where the stub says and run the cell; its last
-# lines check your answer and say what they expected if it is wrong.
+# Each exercise has one code cell. Write your code where the stub says and run the cell. Its last
+# lines check your answer, and say what they expected if it is wrong.
 
 # %% [markdown]
 # ### Exercise 1: Another temperature
 #
-# Make a sixth model, `at_temperature(early, 1.5)`, called `"early T=1.5"`, and add it to the five
-# models of section 3 (not to `five` itself: build a new dict). Place it in the reviewer's order of
-# the five and fit the weights. Is the order still realisable, and do the weights move?
+# Make a sixth model, `at_temperature(early, 1.5)`, called `"early T=1.5"`. Add it to the five
+# models of section 3, in a new dict (not in `five` itself). Place it in the reviewer's order of the
+# five and fit the weights. Is the order still realisable, and do the weights move?
 #
 # *Hint:* its greedy answers are the early checkpoint's answers, so its exact-match, token-F1 and
 # judge results are *early*'s; only its perplexity needs computing. Where can it go relative to
@@ -618,21 +714,25 @@ assert fit6.realisable and all(fit6.scores[a] > fit6.scores[b] for a, b in zip(o
 print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
-# Cooling the early checkpoint's logits does not help it: its perplexity rises from 14.73 to 16.89.
-# The early model is under-trained, so it is not over-confident, and softening it further costs
-# probability. With the same answers as *early* and a worse perplexity, *early T=1.5* can only go
-# directly below *early*: put it above and it is the *tidy* situation again (tied on three evals,
-# behind on the fourth), and no weights realise the order. In last place the order is realisable.
+# Softening the early checkpoint's logits (T = 1.5) does not help it: its perplexity rises from
+# 14.73 to 16.89. For this model T = 1.5 flattens the next-token distribution further than its
+# held-out text supports, so it only costs probability. (One temperature cannot say where this
+# model's best T lies. On multiple choice, lesson 07 finds the early checkpoint over-confident.)
+#
+# So *early T=1.5*, with the same answers as *early* and a worse perplexity, can only go directly
+# below *early*. Put it above, and it is the *tidy* situation again (tied on three evals, behind on
+# the fourth): no weights realise the order. In last place the order is realisable.
+#
 # The weights barely move: perplexity from 0.39 to 0.41, token F1 from 0.36 to 0.35, exact match
-# from 0.044 to 0.043, and the judge stays at 0.2. The new pair only needs some weight on perplexity,
-# which the order already asked for; the smallest margin falls from 0.0046 to 0.0039.
+# from 0.044 to 0.043, and the judge stays at 0.2. The new pair only needs some weight on
+# perplexity, which the order already asked for. The smallest margin falls from 0.0046 to 0.0039.
 
 # %% [markdown]
 # ### Exercise 2: Prefer the prefix
 #
 # Put *shipped+prefix* above *shipped* in the order of the five (keep the rest as the reviewer had
-# it). What does `fit_weights` report, and why? Store the normalised values of *shipped+prefix* minus
-# those of *shipped*, eval by eval, as a dict.
+# it). What does `fit_weights` report, and why? Store the normalised values of *shipped+prefix*
+# minus those of *shipped*, eval by eval, as a dict.
 #
 # *Hint:* `table` holds every model's normalised values; the eval names are in `evals`.
 
@@ -655,16 +755,16 @@ print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
 # No weights realise it. The prefix wrapper leaves plain text alone, so its perplexity is exactly
-# *shipped*'s, and "Answer: " in front of every answer can only cost it: exact match drops to 0, and
+# *shipped*'s. "Answer: " in front of every answer can only cost it: exact match drops to 0, and
 # token F1 and the judge fall too. Behind or level on every eval, it cannot score above *shipped*
-# under any non-negative weights. It is the *tidy* situation again: if the reviewer really prefers the
-# prefix, they value something (a labelled answer) that none of the four metrics measures.
+# under any non-negative weights. It is the *tidy* situation again. If the reviewer really prefers
+# the prefix, they value something (a labelled answer) that none of the four metrics measures.
 
 # %% [markdown]
 # ### Exercise 3: Max margin vs. near the defaults
 #
-# Re-run leave-one-model-out with `margin_share=1.0`, the max-margin weights themselves, with no pull
-# toward the defaults. Does it place more held-out models correctly than the 3 of section 5?
+# Re-run leave-one-model-out with `margin_share=1.0`: the max-margin weights themselves, with no
+# pull toward the defaults. Does it place more held-out models correctly than the 3 of section 5?
 #
 # *Hint:* `ec.leave_one_model_out` passes extra keyword arguments on to `fit_weights`.
 
@@ -685,21 +785,26 @@ assert n_placed_max == int(lomo_max["placed"].sum()), f"expected the number of T
 print("Exercise 3: check passed.")
 
 # %% [markdown] tags=["solution"]
-# It places fewer: 2 of 5 instead of 3. Without the pull toward the defaults, each fit on four models
-# goes to a corner of the simplex. Holding out *T=1.5* or *shipped* leaves no pair that needs
-# perplexity, so the max-margin weights put none on it, and the held-out model ties its twin instead
-# of landing on the right side of it. Holding out *prefix*, *cut* or *early* puts most of the weight
-# on perplexity (0.78 to 0.96); that places *prefix* and *early*, but *cut*, held out, lands second.
-# The regulariser is not decoration: with this few models, the
-# defaults carry most of what the fit gets right about a new model.
+# It places fewer: 2 of 5 instead of 3. Without the pull toward the defaults, each fit on four
+# models goes to a vertex of the allowed region (section 3). There some weights are 0: the judge's
+# always, and often one more.
+#
+# - Holding out *T=1.5* or *shipped* leaves no pair that needs perplexity, so the max-margin weights
+#   put none on it. The held-out model then ties its twin instead of landing on the right side of
+#   it.
+# - Holding out *prefix*, *cut* or *early* puts most of the weight on perplexity (0.78 to 0.96).
+#   That places *prefix* and *early*, but *cut*, held out, lands second.
+#
+# The regulariser is not decoration: with this few models, the defaults carry most of what the fit
+# gets right about a new model.
 
 # %% [markdown]
 # ### Exercise 4: How many weightings fit?
 #
 # Draw 10,000 weight vectors uniformly from the simplex with
-# `torch.distributions.Dirichlet(torch.ones(4, dtype=torch.float64))` (seed torch first), and find
-# the share under which the aggregates of the five models fall in the reviewer's order `order`. Then
-# keep only three of the models (in the reviewer's order) and find the share again.
+# `torch.distributions.Dirichlet(torch.ones(4, dtype=torch.float64))` (seed torch first). Find the
+# share of them under which the aggregates of the five models fall in the reviewer's order `order`.
+# Then keep only three of the models (in the reviewer's order) and find the share again.
 #
 # *Hint:* `table.loc[order, evals]` holds the normalised values, in the same eval order as the
 # Dirichlet's columns if you use `evals`; the aggregate is their weighted sum. Fewer models, fewer
@@ -735,8 +840,11 @@ print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
 # About 12% of all weightings realise the order of the five: a region of the simplex, not a point,
-# and `fit_weights` returns one point of it. Keeping *shipped*, *cut* and *early* raises the share to
-# about 82%. Which three matter: keeping *prefix*, *cut* and *early* leaves it at 12%, because the
-# one constraint that binds, *prefix* over *cut* (it needs a small exact-match weight), is still
-# there. Every three-model order is implied by the five-model one, so the share can only stay or grow.
-# Either way, a fit with so few constraints says little about the weights.
+# and `fit_weights` returns one point of it. Keeping *shipped*, *cut* and *early* raises the share
+# to about 82%.
+#
+# Which three matters. Keeping *prefix*, *cut* and *early* leaves it at 12%, because the one
+# constraint that cuts the region down is still there: *prefix* over *cut*, which needs a small
+# exact-match weight. Every three-model order is implied by the five-model one, so the share can
+# only stay or grow. Either way, a fit with so few constraints says little about the weights.
+

@@ -16,33 +16,28 @@
 # # 11 · A real model: the tokenizer is part of the metric
 #
 # Every lesson so far evaluated TinyGPT, whose tokens are bytes. A model from the Hugging Face hub
-# comes with its own tokenizer, and several of the numbers we have learnt to compute quietly depend on
-# it. This lesson loads a Hugging Face model exactly as you would load one from the hub, runs the
-# course's evals on it beside TinyGPT, and sorts the numbers into those that can be compared across
-# tokenizers and those that cannot.
+# brings its own **tokenizer**: the program that cuts a text into the tokens the model predicts.
+# Several numbers we have learnt to compute quietly depend on it. This lesson runs the course's evals
+# on a Hugging Face model beside TinyGPT, and sorts the numbers into those we can compare across
+# tokenizers and those we cannot.
 #
-# The model is the course's own, because nothing can be downloaded here: a GPT-2 (transformers'
-# `GPT2LMHeadModel`) of TinyGPT's size, with a byte-level BPE tokenizer of 512 tokens trained with the
-# `tokenizers` library, both trained on the same text as TinyGPT. It ships in
-# `checkpoints/tinygpt2-bpe`, saved with `save_pretrained`. The last section shows the two lines to
-# change to run everything on a real hub model at home.
+# Nothing can be downloaded here, so the model is the course's own: a GPT-2 (transformers'
+# `GPT2LMHeadModel`) of TinyGPT's size, trained on the same text. Its tokenizer is a byte-level
+# **BPE** tokenizer of 512 tokens, trained with the `tokenizers` library. BPE (byte-pair encoding)
+# starts from single bytes and keeps merging the most frequent neighbouring pair into a new token.
+# Both ship in `checkpoints/tinygpt2-bpe`, saved with `save_pretrained`. "Going further", at the end,
+# shows the line to change to run everything on a real hub model at home.
 #
 # **What you will learn**
 #
-# - how `ec.load_hf` and `ec.wrap_hf` put any transformers causal LM and its tokenizer behind the
-#   interface every eval uses, and two traps the wrapper removes (a raw model returns an output object,
-#   not logits; a freshly built model is in train mode);
-# - why **perplexity per token cannot be compared across tokenizers**, and why **bits per byte** (the
-#   quantity lm-evaluation-harness reports as `bits_per_byte`) can;
-# - the pitfall in its plainest form: the same predictions, counted per token or per byte, give
-#   perplexities an order of magnitude apart, and two models swap places when the unit changes;
+# - how `ec.load_hf` and `ec.wrap_hf` put any transformers causal LM behind the evals' interface;
+# - why **perplexity per token cannot be compared across tokenizers**, and why **bits per byte** can;
 # - what a **BOS** token changes: one more scored token per text, and an expensive one;
-# - exact match, token F1 and the judge on a model with another prompt format, and how little 20 items
-#   can separate;
-# - multiple-choice scoring by log-likelihood: **acc** and **acc_norm** (per character, as
-#   lm-evaluation-harness defines it), and why they disagree when they do.
+# - how little 20 items can separate on exact match, token F1 and the judge;
+# - **acc** and **acc_norm** for multiple choice, and why they disagree.
 #
-# **Time needed:** about 95 minutes.
+# **Time needed:** about 90 minutes.
+# **Going further:** about 10 minutes more.
 #
 # **Builds on:** lesson 01 (perplexity, the next-token shift, no BOS, rolling windows), lessons 02–04
 # (exact match, token F1, the mock judge) and lesson 07 (log-likelihoods of multiple-choice answers).
@@ -53,8 +48,8 @@
 #
 # TinyGPT and its byte tokenizer load as in every lesson. The BPE GPT-2 loads through `ec.load_hf`,
 # the call you would make with a hub name; given the course's folder, it first checks every file's
-# SHA-256 against the folder's manifest. PyTorch runs on one thread, on purpose (the README's
-# "Threads" section says why, and what `make bench` measured).
+# SHA-256 against its manifest. PyTorch runs on one thread, on purpose (the README's "Threads"
+# section says why, and what `make bench` measured).
 
 # %%
 import json
@@ -92,10 +87,12 @@ models = pd.DataFrame({
 print(models.to_string())
 
 # %% [markdown]
-# The two models have the same shape: 4 layers, width 128, 256 positions. The BPE model has 32,384
-# more parameters, exactly the extra rows of its embedding table, (512 − 259) × 128. Both were trained
-# on the same text, packed into full windows of 256 tokens, with dropout 0.1 and the same one-cycle
-# schedule, but not for the same number of steps: section 4 comes back to that.
+# The two models have the same shape: 4 layers, width 128, 256 positions. The BPE model's 32,384
+# extra parameters are exactly the extra rows of its embedding table, (512 − 259) × 128. (In both
+# models the output layer reuses the embedding's weights, so those rows count once.) Both were trained
+# on the same text, in full windows of 256 tokens, with dropout 0.1. Both used the same one-cycle
+# schedule: the learning rate climbs over the first tenth of the steps, then falls. But they did not
+# train for the same number of steps (section 4).
 
 # %%
 extra = hf_model.hf.num_parameters() - model.num_params()
@@ -106,16 +103,18 @@ assert (cfg.n_layer, cfg.n_embd, cfg.n_positions) == (model.config.n_layer, mode
 # %% [markdown]
 # ## 1. Behind the wrapper
 #
-# `ec.load_hf(name_or_path)` calls transformers' `AutoModelForCausalLM.from_pretrained` and
-# `AutoTokenizer.from_pretrained`, then `ec.wrap_hf(hf_model, hf_tokenizer, add_bos=False)`, which
-# returns the pair every eval takes:
+# The wrapper lets every eval run unchanged on a transformers model. `ec.load_hf(name_or_path)` calls
+# transformers' `AutoModelForCausalLM.from_pretrained` and `AutoTokenizer.from_pretrained`, then
+# `ec.wrap_hf(hf_model, hf_tokenizer, add_bos=False)`. That returns the pair every eval takes:
 #
-# - `model`, an `ec.HFCausalLM`: `model(ids)` gives logits `(B, T, V)` in eval mode, `model.hf` is the
-#   raw transformers model and `model.config.max_len` its context (the evals' default window);
+# - `model`, an `ec.HFCausalLM`: `model(ids)` gives logits `(B, T, V)` in eval mode; `model.hf` is
+#   the raw model and `model.config.max_len` its context (the evals' default window);
 # - `tok`, an `ec.HFTokenizer`: `encode`, `decode` and the prompt methods the evals call, with
-#   `tok.hf` the raw tokenizer, `bos_ids`, `eos_id` and `pad_id`. A tokenizer with a chat template
-#   builds prompts with it; this one has none, so prompts use `ec.PLAIN_PROMPT`, and
-#   `tok.prompt_format` says which.
+#   `tok.hf` the raw tokenizer, `bos_ids`, `eos_id` and `pad_id`.
+#
+# A **chat template** is a recipe stored with a tokenizer: it wraps a question in the markers of the
+# conversations a chat model was tuned on. A tokenizer with one builds its prompts with it. This one
+# has none, so prompts use `ec.PLAIN_PROMPT` (`tok.prompt_format` says which).
 
 # %%
 print(f"{type(hf_model).__name__} around {type(hf_model.hf).__name__}; "
@@ -132,67 +131,19 @@ print(f"{text!r} as TinyGPT tokens:", [tok.decode([i]) for i in tok.encode(text)
 print(f"{text!r} as BPE tokens    :", [hf_tok.decode([i]) for i in hf_tok.encode(text)])
 
 # %% [markdown]
-# The one special token of this tokenizer, `<|endoftext|>` (id 0), is its EOS and its padding; as with
-# GPT-2's, it also serves as BOS, but only when we ask for one (section 5). "Mars is red." is 12 tokens for TinyGPT and 5 for
-# the BPE model: a frequent word with the space before it (" is", " red") is a single BPE token.
-#
-# ### Two traps the wrapper removes
-#
-# **A raw transformers model is not an evalcore model.** Called on ids it returns an output object
-# whose `.logits` holds the tensor. Passing it straight to an eval is a common slip; evalcore refuses
-# it rather than guessing, and says what to do:
-
-# %% tags=["live"]
-# NBVAL_CHECK_OUTPUT
-# The slip: pass the raw hf_model.hf to ec.perplexity_eval, catch the ValueError and print it
-try:
-    ec.perplexity_eval(hf_model.hf, hf_tok, [text])  # the raw GPT2LMHeadModel: a mistake
-except ValueError as e:
-    print(e)
-
-
-# %% [markdown]
-# **A model you build or have just trained is in train mode.** `from_pretrained` hands back a model
-# in eval mode, but one constructed in code, or left by a training loop, has dropout switched on (this
-# config has dropout 0.1): every forward pass draws a new dropout mask, so the same text gets a
-# different loss each time. Here is a freshly built GPT-2 with our config and random weights, before and after
-# `ec.wrap_hf`:
-
-# %%
-def next_token_loss(hf, ids):
-    # Mean NLL of tokens 1..T-1 given the ones before: the shift of lesson 01, on the raw model.
-    return float(F.cross_entropy(hf(input_ids=ids).logits[0, :-1], ids[0, 1:]))
-
-
-torch.manual_seed(0)
-fresh = transformers.GPT2LMHeadModel(hf_model.hf.config)  # random weights: nothing is trained
-ids = torch.tensor([hf_tok.encode(texts[0])])
-with torch.no_grad():
-    built = fresh.training
-    noisy = [next_token_loss(fresh, ids) for _ in range(2)]
-    fresh_model, _ = ec.wrap_hf(fresh, hf_tok.hf)
-    clean = [next_token_loss(fresh, ids) for _ in range(2)]
-print(f"built fresh: training={built}, two losses {noisy[0]:.4g} and {noisy[1]:.4g}")
-print(f"wrapped    : training={fresh_model.hf.training}, two losses {clean[0]:.4g} and {clean[1]:.4g}")
-assert built and not fresh_model.hf.training
-assert noisy[0] != noisy[1] and clean[0] == clean[1]
-
-# %% [markdown]
-# Even if someone puts the inner model back in train mode, every evalcore eval runs it in eval mode
-# and then restores the mode it found, so the number does not depend on that state:
-
-# %%
-fresh.train()  # as a training loop would leave it
-ppl_while_training = ec.perplexity_eval(fresh_model, hf_tok, [texts[0]]).value
-assert fresh.training  # restored as it was found
-assert abs(math.log(ppl_while_training) - clean[0]) < 1e-5  # the eval-mode loss
-print(f"perplexity {ppl_while_training:.4g} = exp(eval-mode loss {clean[0]:.4g})")
+# (`TokenizersBackend` is transformers' class for a tokenizer run by the `tokenizers` library.) The
+# tokenizer's one special token, `<|endoftext|>` (id 0), is its **EOS** (end of sequence: the token
+# that ends a text) and its padding. As with GPT-2's, it also serves as BOS, but only when we
+# ask for one (section 5). "Mars is red." is 12 tokens for TinyGPT and 5 for the BPE model: a
+# frequent word with the space before it (" is", " red") is a single BPE token. "Going further"
+# shows two traps the wrapper removes: a raw model, and a model left in train mode.
 
 # %% [markdown]
 # ## 2. The same texts, two tokenizers
 #
+# The tokenizer decides how much text a token carries, and so how much fits in "the same" context.
 # We evaluate both models on the 20 held-out texts of lesson 01. TinyGPT spends one token on every
-# UTF-8 byte. The BPE tokenizer merges frequent byte sequences into single tokens:
+# UTF-8 byte; the BPE tokenizer merges frequent byte sequences into single tokens:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -232,21 +183,24 @@ assert spread.idxmin() == 15 and spread.min() < 1.5 and 3 < spread.max() < 3.5
 assert "hoot" not in training_text
 
 # %% [markdown]
-# A BPE token carries 2.55 bytes of these texts on average, and 2 to 3.2 bytes in all texts but one:
+# A BPE token carries 2.55 bytes of these texts on average, and 2 to 3.2 bytes in all texts but one.
 # "Owls hoot." (text 15) is cut almost letter by letter: "hoot" never occurs in the training text
-# (printed above), and few capitalised words got merges. The long text 19 shows what that does to a context of 256
-# tokens: its 748 bytes are almost three of TinyGPT's contexts, while its 259 BPE tokens nearly fit in
-# one. The tokenizer decides how much text fits in "the same" context.
+# (printed above), and few capitalised words got merges ("Owls" occurs only twice). The long text 19
+# is almost three of TinyGPT's 256-token contexts (748 bytes), while its 259 BPE tokens nearly fit in
+# one.
 
 # %% [markdown]
 # ## 3. Perplexity per token, and bits per byte
 #
-# Both models through the same call, `ec.perplexity_eval`, with the same texts and each model's own
-# context as the window. Besides the perplexity, its `extras` give bits per token, the total number of
-# UTF-8 bytes, and **bits per byte**: the total NLL in bits over the total bytes of the texts, every
-# byte counted, as lm-evaluation-harness counts them for its `bits_per_byte`. (The harness also
-# *scores* every byte, the first token included; evalcore does that only with a BOS token. Section 5
-# shows which of the two numbers to set beside a published lm-evaluation-harness figure.)
+# Per token TinyGPT looks better. Per byte the BPE model is ahead, and only the per-byte number can be
+# compared. Both models go through `ec.perplexity_eval` on the same texts, each with its own context
+# as the window. Its `extras` give bits per token, the total UTF-8 bytes, and **bits per byte**: the
+# total NLL in bits over the total bytes.
+#
+# Mind two counts. The *scored* tokens are those the model predicts. Without a BOS token (lesson 01)
+# a text's first token is context only, so TinyGPT scores 1,783 of its 1,803 tokens and the BPE model
+# 688 of its 708. The bytes are *all* counted, the first token's too, as lm-evaluation-harness counts
+# them for its `bits_per_byte`. Section 5 scores the first token as well.
 
 # %% tags=["live"]
 # Both models through ec.perplexity_eval; headline() picks bits per token and per byte from extras; defines: headline, res_bpe, res_tiny, show
@@ -271,15 +225,15 @@ ppl_table = pd.DataFrame({"TinyGPT": headline(res_tiny), "BPE GPT-2": headline(r
 print(show(ppl_table.astype(object)))
 
 # %% [markdown]
-# Per token, TinyGPT's perplexity is about 7 and the BPE model's about 64. That does **not** say TinyGPT
-# is nine times better: the two numbers are in different units. A BPE token carries about 2.5 bytes,
-# so each BPE prediction chooses among 512 multi-byte pieces, a harder guess than the next byte, and
-# there are fewer of them (688 predictions against 1,783). Perplexity per token mixes how good the
-# model is with how big its tokens are.
+# Per token, TinyGPT's perplexity is about 7 and the BPE model's about 64. That does **not** say
+# TinyGPT is nine times better: the units differ. A BPE token carries about 2.5 bytes, so each BPE
+# prediction chooses among 512 multi-byte pieces, a harder guess than the next byte. And there are
+# fewer of them (688 predictions against 1,783). Perplexity per token mixes how good the model is
+# with how big its tokens are.
 #
 # Bits per byte removes the token from the denominator: both models spend their bits on the same
-# 1,803 bytes. Bits per token times scored tokens and bits per byte times bytes are the same total;
-# only the division differs:
+# 1,803 bytes. Bits per token times scored tokens and bits per byte times bytes are the same total.
+# Only the division differs:
 
 # %%
 for res in (res_tiny, res_bpe):
@@ -306,9 +260,10 @@ plt.show()
 
 
 # %% [markdown]
-# Per byte, the BPE model is ahead: 2.29 bits against 2.80. How far do 20 texts support that? Two
-# checks: per text, and a bootstrap that resamples the texts (in pairs: both models on the same
-# resampled set) to see how much the corpus gap moves with the choice of texts.
+# Per byte, the BPE model is ahead: 2.29 bits against 2.80. How far do 20 texts support that? We check
+# per text, and with a paired bootstrap (lesson 01): resample the texts, score both models on each
+# resampled set, and see how far the corpus gap moves. The corpus gap is the difference in bits per
+# byte over all the texts pooled (total NLL over total bytes).
 
 # %%
 def text_bpb(res):
@@ -335,7 +290,7 @@ gap, lo, hi = bpb_gap(res_tiny, res_bpe)
 print(f"BPE GPT-2 has fewer bits per byte on {wins} of {len(texts)} texts")
 print(f"corpus gap {gap:+.4g} bits per byte, 95 % bootstrap interval [{lo:+.3g}, {hi:+.3g}]")
 assert wins == 17, f"expected the BPE model ahead on 17 texts, got {wins}"
-assert hi < 0  # no resampling of these texts closes the gap
+assert hi < 0  # the 95% interval stays below zero
 
 # %%
 fig, ax = plt.subplots(figsize=(5.5, 5))
@@ -351,16 +306,20 @@ ax.legend(loc="upper left")
 plt.show()
 
 # %% [markdown]
-# On these texts the BPE GPT-2 predicts the bytes better: lower on 17 of 20 texts, and an interval
-# for the corpus gap that stays below zero. What this does **not** establish: the texts are 20 short
-# sentences (and one long paragraph) about the course's own small set of facts, so nothing follows
-# about text in general; each model is one training run from one seed; and section 4 shows the two
-# training budgets were not equal.
+# On these texts the BPE GPT-2 predicts the bytes better: it is lower on 17 of 20 texts, and the
+# interval for the corpus gap stays below zero.
 #
-# **One more honest detail: the first token.** Neither model predicts the first token of a text here,
-# because no BOS token precedes it (lesson 01): TinyGPT's first byte, and the BPE model's first token,
-# are context only (`extras["first_token_scored"]` is False). Yet `bits_per_byte` divides by *all*
-# the bytes. How many bytes go unscored, and what would bits per byte be over the scored bytes alone?
+# **How sure are we?**
+#
+# - The texts are 20 short sentences (and one long paragraph) about the course's own small set of
+#   facts: nothing follows about text in general.
+# - Each model is one training run from one seed, and their training budgets differ (section 4).
+#
+# ### The first token
+#
+# Neither model scores a text's first token (`extras["first_token_scored"]` is False), yet
+# `bits_per_byte` divides by *all* the bytes. How many go unscored, and what would bits per byte be
+# over the scored bytes alone?
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -381,19 +340,21 @@ assert single == 18 and unscored["BPE GPT-2"] == 27, f"expected 18 one-letter fi
 assert shift.max() < 0.05 and shift.max() < abs(gap) / 10  # each moves by under a tenth of the gap
 
 # %% [markdown]
-# With a hub tokenizer the first token of a text is often a whole word, and a model without BOS gets
-# several bytes free per text. Here the tokenizer learnt few merges that start with a capital letter:
-# 18 of the 20 texts begin with a one-letter token ("M" of "Mars"), so the BPE model skips 27 bytes in
-# all against TinyGPT's 20. Counting only the scored bytes moves each model's bits per byte by about
-# 0.03, under a tenth of the 0.51 gap between them. Section 5 removes the skip altogether with a BOS token.
+# Counting only the scored bytes moves each model's bits per byte by about 0.03, under a tenth of the
+# 0.51 gap between them. This tokenizer learnt few merges that start with a capital: 18 of the 20
+# texts begin with a one-letter token ("M" of "Mars"). So the BPE model skips 27 bytes in all, against
+# TinyGPT's 20. With a hub tokenizer the first token is often a whole word, worth several unscored
+# bytes per text. Section 5 removes the skip with a BOS token.
 
 # %% [markdown]
 # ## 4. The pitfall: a different tokenizer "improves" perplexity
 #
+# The unit alone can move perplexity more than tenfold (13 times here) and swap two models' places.
+#
 # **(a) One model, one set of predictions, two numbers.** The BPE model's 688 predictions have one
-# total NLL. Divided per token it is a perplexity of about 64; divided per byte (2 to the power of the
-# bits per byte: the perplexity of an average byte) it is under 5. Nothing about the model differs,
-# only the unit:
+# total NLL. Per token, it is a perplexity of about 64. Per byte, it is under 5 (2 to the power of
+# the bits per byte: the perplexity of an average byte). Nothing about the model differs, only the
+# unit:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -405,9 +366,10 @@ print(f"per byte (2 ** bits_per_byte)  : {per_byte:.4g}")
 print(f"ratio                          : {res_bpe.value / per_byte:.4g}")
 
 # %% [markdown]
-# The two are tied by the bytes per token: perplexity per token is the per-byte perplexity raised to
-# the power (bytes / scored tokens), here 1803 / 688 ≈ 2.6. The finer the tokenizer, the smaller the
-# exponent, and the lower the per-token perplexity of the very same predictions.
+# Perplexity per token is the per-byte perplexity raised to the power bytes / scored tokens, here
+# 1803 / 688 ≈ 2.6. With B bytes and T scored tokens, exp(NLL / T) = exp(NLL / B)^(B / T), and
+# exp(NLL / B) is the per-byte perplexity. A finer tokenizer has more tokens per byte, so a smaller
+# exponent: at the same bits per byte, its per-token perplexity is lower.
 
 # %%
 assert abs(per_byte ** (xb["total_bytes"] / xb["total_tokens"]) / res_bpe.value - 1) < 1e-9
@@ -415,13 +377,18 @@ assert res_bpe.value / per_byte > 10  # an order of magnitude from the unit alon
 
 
 # %% [markdown]
-# **(b) Two models of one family, two tokenizers.** TinyGPT and the BPE GPT-2 have the same shape,
-# the same training text, the same full-context windows, dropout and schedule. What differs is the
-# tokenizer and what comes with it: the training Q&A in each model's own prompt format, an EOS
-# between statements instead of a space, and the training budget. The recipe counts it in steps of
-# 16 windows of 256 *tokens* (the batch size of `ec.train_tinygpt` and `ec.train_hf_model`); the BPE
-# model trained for 300 steps, TinyGPT for 600, and a BPE token carries more text. In bytes of
-# training text:
+# **(b) Two models of one family, two tokenizers.** Training budgets count tokens, and a BPE token
+# carries more text. So the BPE model read more bytes in half TinyGPT's steps. The two share their
+# shape, training text, full-context windows, dropout and schedule. What differs comes with the
+# tokenizer:
+#
+# - the training Q&A is in each model's own prompt format;
+# - the training text's fact statements ("The capital of France is Paris.") end with an EOS for the
+#   BPE model, with a space for TinyGPT;
+# - the budget. A step is a batch of 16 windows of 256 *tokens* (in `ec.train_tinygpt` and
+#   `ec.train_hf_model`): 300 steps for the BPE model, 600 for TinyGPT.
+#
+# In bytes of training text:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -438,11 +405,10 @@ budget["bytes seen (millions)"] = budget.prod(axis=1) / 1e6
 print(show(budget.astype(object)))
 
 # %% [markdown]
-# TinyGPT's training sequences hold a few special tokens (INST, RESP, PAD) that are not bytes, so its
-# tokens carry slightly under one byte each. The BPE model read about 1.4 times as many bytes of
-# training text. So this is not a clean experiment on the tokenizer alone: some of the BPE model's
-# lead in bits per byte may come from the larger budget. It is still a fair test of the *metric*,
-# because we can now put both numbers side by side:
+# TinyGPT's sequences hold a few special tokens (INST, RESP, PAD) that are not bytes, so its tokens
+# carry slightly under one byte each. The BPE model read about 1.4 times as many bytes. So this is no
+# clean experiment on the tokenizer: some of its lead in bits per byte may come from the larger
+# budget. It is still a fair test of the *metric*, with both numbers side by side:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -455,22 +421,20 @@ assert better == {"perplexity per token": "TinyGPT", "bits per byte": "BPE GPT-2
 
 # %% [markdown]
 # Per-token perplexity ranks TinyGPT first by a factor of nine; bits per byte ranks the BPE model
-# first. The byte model "wins" on perplexity simply because its unit is smaller. That is the pitfall:
-# **perplexity is only comparable between models that share one tokenizer**. A table of per-token
-# perplexities across model families with different vocabularies compares tokenizers as much as
-# models. Compare across tokenizers with a tokenizer-free denominator: bits per byte (or per
-# character, or per word, exercise 4), and say which one.
+# first. The byte model "wins" on perplexity only because its unit is smaller. That is the pitfall:
+# **perplexity is only comparable between models that share one tokenizer**. Across vocabularies, a
+# table of per-token perplexities compares tokenizers as much as models. Use a tokenizer-free
+# denominator and say which: bits per byte, per character or per word (exercise 4).
 
 # %% [markdown]
 # ## 5. BOS or no BOS: what the first token costs
 #
-# evalcore prepends nothing to a text by default (`tok.bos_ids == ()`), so the first token is context
-# and never predicted. lm-evaluation-harness always scores from a prefix token: its Hugging Face
-# model class defines `prefix_token_id` as the tokenizer's BOS, else its EOS
-# (`lm_eval/models/huggingface.py`, read at commit 4e7e0d4), and `loglikelihood_rolling` puts it
-# before every text, so every token of a text is predicted, the first one included.
-# `ec.wrap_hf(..., add_bos=True)` does the same, with GPT-2's convention that EOS doubles as BOS. The
-# model is the same object; only the tokenizer wrapper changes:
+# Scoring the first token is a different metric, and the one to set beside lm-evaluation-harness's
+# `bits_per_byte`. evalcore prepends nothing by default (`tok.bos_ids == ()`), so the first token is
+# context, never predicted. The harness always scores from a prefix token, the tokenizer's BOS else
+# its EOS: `loglikelihood_rolling` puts it before every text, so every token is predicted.
+# `ec.wrap_hf(..., add_bos=True)` does the same, with GPT-2's convention that EOS doubles as BOS. Only
+# the tokenizer wrapper changes:
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
@@ -489,9 +453,8 @@ assert res_bos.extras["bits_per_byte"] > res_bpe.extras["bits_per_byte"]
 assert res_bos.extras["first_token_scored"] and not res_bpe.extras["first_token_scored"]
 
 # %% [markdown]
-# One more scored token per text, 20 in all, and bits per byte rises from 2.29 to 2.41. The added
-# tokens are expensive: each first token is predicted from the BOS alone, with no word of the text to
-# go on.
+# One more scored token per text, 20 in all, and bits per byte rises from 2.29 to 2.41. Each added
+# token is predicted from the BOS alone, with no word of the text to go on, so it is expensive.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -521,22 +484,19 @@ plt.show()
 
 # %% [markdown]
 # The first tokens cost about 5.9 nats on average, not far below a uniform guess among 512 tokens
-# (6.24), against about 4.2 for the other tokens. They account for most of the change in bits per
-# byte (+0.094); the rest (+0.02) comes from the other tokens, which now sit one position later with
-# the BOS in their context: their total NLL moves up on 14 texts and down on 6 (printed above).
+# (6.24), against about 4.2 for the other tokens. They account for most of the rise (+0.094 bits per
+# byte). The rest (+0.02) comes from the other tokens, which now sit one position later with the BOS
+# in their context: their NLL rises on 14 texts and falls on 6 (printed above).
 #
-# Which convention is right? Neither is wrong, but they are different metrics: with BOS, the number
-# includes the cost of starting a text; without, the first token is free, and a tokenizer whose first
-# token is long gets more free bytes. lm-evaluation-harness's `bits_per_byte` uses the prefix token,
-# so **the number to set beside a published lm-evaluation-harness `bits_per_byte` is the one with
-# BOS: 2.405 here, not evalcore's default 2.289** (`tests/test_11_real_model.py` rewrites the
-# harness's rolling windows and gets the BOS number to within 1e-6). Whichever you use, report it
-# (evalcore keeps it in `extras["first_token_scored"]`), and do not compare a number with BOS
-# against one without.
+# Neither convention is wrong. With BOS, the number includes the cost of starting a text. Without, the
+# first token is free, and a tokenizer whose first token is long gets more free bytes. The harness
+# uses the prefix token, so **the number to set beside a published lm-evaluation-harness
+# `bits_per_byte` is the one with BOS: 2.405 here, not evalcore's default 2.289**. Report which
+# (`extras["first_token_scored"]`), and never compare a number with BOS against one without.
 #
-# TinyGPT cannot do the same: its vocabulary has no BOS-like token it was trained to start texts
-# after. So the harness-style BPE number now scores every byte while TinyGPT still skips 20. Does the
-# BPE model's lead survive this comparison, tilted against it?
+# TinyGPT has no BOS-like token it was trained to start texts after, so it still skips 20 bytes while
+# the harness-style BPE number scores every byte. Does the BPE model's lead survive this comparison,
+# tilted in TinyGPT's favour?
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -548,18 +508,29 @@ assert wins_bos == 14, f"expected the BPE model with BOS ahead on 14 texts, got 
 assert hi_bos < 0 and gap < gap_bos  # smaller, still below zero
 
 # %% [markdown]
-# It does: the gap shrinks from about −0.51 to −0.40 bits per byte, the BPE model is ahead on 14 texts
-# instead of 17, and the interval still stays below zero. On these texts, then, the ranking by bits
+# It does: the gap shrinks from about −0.51 to −0.40 bits per byte, the BPE model is ahead on 14
+# texts instead of 17, and the interval still stays below zero. On these texts, the ranking by bits
 # per byte does not hinge on the BOS convention; the size of the gap does.
+#
+# **How sure are we?** The limits of section 3 still hold.
+#
+# *Sources:* the harness's `prefix_token_id` is in `lm_eval/models/huggingface.py` (read at commit
+# 4e7e0d4). `tests/test_11_real_model.py` rewrites its rolling windows and gets the BOS number to
+# within 1e-6.
 
 # %% [markdown]
 # ## 6. Exact match, token F1 and the judge on the BPE model
 #
-# The generation evals need nothing new: `generate` decodes greedily through the wrapper (one prompt
-# at a time, without a KV cache, for any model that is not TinyGPT), and each result records how its
-# prompts were built in `extras["prompt_format"]`. TinyGPT's prompts are `INST question RESP`
-# ("inst_resp"); the BPE model has no chat template, so its prompts are `ec.PLAIN_PROMPT`,
-# `"Question: ...\nAnswer:"` ("plain"), the format its training Q&A used.
+# On exact match and token F1 the models are level. The judge prefers the BPE model (p ≈ 0.02 on its
+# own). That survives Tarone's correction (lesson 08) for the tests that could reach significance,
+# narrowly, but not Bonferroni's for all three (both below).
+#
+# The generation evals need nothing new. `generate` decodes greedily through the wrapper as it does
+# for TinyGPT: in batches of prompts, with a **KV cache**. That is the store of the attention keys
+# and values of earlier tokens, which spares recomputing them at each new token. Each result records
+# its prompt format in `extras["prompt_format"]`. TinyGPT's prompts are `INST question RESP`
+# ("inst_resp"); the BPE model's are `ec.PLAIN_PROMPT`, `"Question: ...\nAnswer:"` ("plain"), the
+# format of its training Q&A.
 
 # %%
 pairs = {"EM": ("em", ec.exact_match_eval), "F1": ("f1", ec.token_f1_eval), "judge": ("judge", ec.judge_eval)}
@@ -595,12 +566,12 @@ def answers(metric, rows):
 print(answers("EM", [0, 1, 2, 5, 6, 13]).to_string())
 
 # %% [markdown]
-# Two habits show. TinyGPT spells byte by byte, and some of its slips are single letters ("degres"
-# for "degrees"). The BPE model writes in larger pieces, and it sometimes runs on past its answer into
-# another `Question: ... Answer:`: in its training stream each answer ends with an EOS and another
-# question follows, so when it misses the EOS it carries on. Both habits can be counted over all 60
-# answers of the three evals: words that never occur in the training text (misspellings, glued
-# pieces), and answers that contain `Question:`.
+# Two habits show. TinyGPT spells byte by byte, and some slips are single letters ("degres" for
+# "degrees"). The BPE model writes in larger pieces, and sometimes runs on past its answer into
+# another `Question: ... Answer:`. Generation stops at an EOS. Where the model writes none, it goes on
+# as in its training stream, where another question follows each answer's EOS. Over all 60 answers (3
+# evals × 20) we count words absent from the training text (misspellings, glued pieces), and answers
+# that contain `Question:`.
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -621,13 +592,15 @@ assert habits.loc["TinyGPT", "contain 'Question:'"] == 0 < habits.loc["BPE GPT-2
     f"expected run-on answers from the BPE model only, got {habits.iloc[:, -1].to_dict()}")
 
 # %% [markdown]
-# A third of TinyGPT's words (31 %) never occur in the training text, against 5 % of the BPE model's;
+# A third of TinyGPT's words (31 %) never occur in the training text, against 5 % of the BPE model's.
 # 7 of the BPE model's 60 answers run on into another question, and none of TinyGPT's. Both are
-# effects of the tokenizer on generation, and neither is visible in a single score.
+# effects of the tokenizer on generation, invisible in a single score.
 #
-# Now the honest question: are the differences in the table real? Each eval has 20 items, and both
-# models answered the same items, so we count, item by item, where the BPE model scores higher,
-# lower or the same, and apply a sign test (under "no difference", each non-tied item is a fair coin):
+# Are the differences in the table real? Both models answered the same 20 items per eval, so we count
+# where the BPE model scores higher, lower or the same, and apply a **sign test**. Under "no
+# difference" each non-tied item is a fair coin, so the number of wins is **binomial**: the count of
+# heads in that many fair tosses. (On 0/1 scores such as exact match this is McNemar's exact test of
+# lesson 05. On F1 and judge scores it counts the items that moved up and down in the same way.)
 
 # %%
 rows = []
@@ -638,22 +611,39 @@ for metric in pairs:
     rows.append({"eval": metric, "BPE higher": up, "BPE lower": down, "tied": len(a) - up - down,
                  "sign test p": ec.mcnemar_exact(down, up)})  # the exact binomial test
 paired = pd.DataFrame(rows).set_index("eval")
+paired["smallest p"] = [ec.mcnemar_exact(n, 0) for n in paired["BPE higher"] + paired["BPE lower"]]  # lesson 08
+paired["survives Tarone-Holm"] = ec.tarone_holm(paired["sign test p"].tolist(), paired["smallest p"].tolist())
 
 # %%
 # NBVAL_CHECK_OUTPUT
 print(paired.to_string(float_format=lambda v: f"{v:.3g}"))
+print("tests Tarone counts at the 5% level:", ec.tarone_count(paired["smallest p"].tolist(), 0.05))
 assert paired.loc["EM", "BPE higher"] == paired.loc["EM", "BPE lower"] == 2, paired.loc["EM"].tolist()
 assert paired.loc["F1", "BPE higher"] == paired.loc["F1", "BPE lower"] == 7, paired.loc["F1"].tolist()
 assert (paired.loc["judge", "BPE higher"], paired.loc["judge", "BPE lower"]) == (11, 2), paired.loc["judge"].tolist()
 assert paired.loc["judge", "sign test p"] < 0.05 < 3 * paired.loc["judge", "sign test p"]
+assert paired["survives Tarone-Holm"].tolist() == [False, False, True]  # the judge, against 0.05 / 2
+kept = ec.tarone_count(paired["smallest p"].tolist(), 0.05)  # EM's 4 changed items: at best 0.125
+assert kept == 2, f"expected Tarone to count 2 tests (EM cannot reach 0.05), got {kept}"
 
 # %% [markdown]
 # - **Exact match:** 6 of 20 for both, and they differ on only 4 items, 2 each way. Nothing to see.
 # - **Token F1:** 0.298 against 0.301; higher on 7 items, lower on 7. Level.
 # - **Judge:** 1.95 against 2.95; the BPE model scores higher on 11 items and lower on 2 (p ≈ 0.02).
-#   That is more than a couple of answers, but keep it in proportion: it is one test out of three (the
-#   Bonferroni-corrected p, 3 × 0.0225 ≈ 0.07, is above 0.05), one set of 20 questions, and a mock
-#   judge built from EM and F1 against whole-sentence references. The item-level view shows where it comes from:
+#
+# **How sure are we?** The judge's split is more than a couple of answers, but keep it in proportion:
+#
+# - It is one test of three. **Bonferroni's correction**, the simpler, stricter cousin of Holm's
+#   (lesson 08), multiplies each p by the number of tests (or divides 0.05 by it): 3 × 0.0225 ≈ 0.07,
+#   above 0.05. Holm's first step is the same.
+# - Lesson 08 showed why both are too strict for exact tests on a few changed items. Exact match
+#   changed on only 4 items, so its smallest possible p is 2/2⁴ = 0.125: it could never reach 0.05.
+#   Tarone's correction therefore counts two tests, not three (the table's last columns), and
+#   compares 0.0225 with 0.05 / 2 = 0.025. The judge's preference survives, by a hair.
+# - It is one set of 20 questions, and a mock judge built from EM and F1 against whole-sentence
+#   references.
+#
+# The item-level view shows where it comes from:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -668,28 +658,30 @@ assert len(fives) == 6 and (judged["TinyGPT score"] == 5).sum() == 1, f"expected
 assert (fives["TinyGPT"] == fives["BPE GPT-2"]).sum() == 1, "expected one answer identical for both models"
 
 # %% [markdown]
-# Six of the BPE model's answers match a whole reference sentence exactly ("Bees make honey."). On
-# one of those questions TinyGPT gives the very same answer ("A spider has eight legs.", its only 5);
-# on the other five its answers are shorter ("Paris", "Mars"), misspelt ("Bes make honey.", "A
-# weeek has haseven days.") or run off into repetition ("The Sun is the Sun a a a a a ar."). It is a
-# real pattern on this set, and a plausible effect of the tokenizer on generation, but 20 items from
-# one fixture cannot tell how far it generalises.
+# Six of the BPE model's answers score 5, which the mock judge gives only to an exact match (lesson
+# 04): each is a whole reference sentence ("Bees make honey."). On one
+# of those questions TinyGPT gives the same answer ("A spider has eight legs.", its only 5). On the
+# other five its answers are shorter ("Paris", "Mars"), misspelt ("Bes make honey.", "A weeek has
+# haseven days.") or run off into repetition ("The Sun is the Sun a a a a a ar."). It is a real
+# pattern on this set, and a plausible effect of the tokenizer, but 20 items from one fixture cannot
+# tell how far it generalises.
 
 # %% [markdown]
 # ## 7. Multiple choice by log-likelihood: acc and acc_norm
 #
-# Lesson 07 scored each choice of a multiple-choice item by its log-likelihood after the prompt
-# (teacher forcing). `ec.choice_logliks` follows lm-evaluation-harness: the continuation scored is
-# the target delimiter and the choice, `" " + choice` here, and nothing after it
-# (`construct_requests` in `lm_eval/api/task.py`). `ec.choice_accuracy(items, logliks)` turns the
-# scores into two accuracies, as the harness defines them in the same file:
+# Both models beat chance, and their accuracies are not shown to differ. But the scoring rule moves
+# the same items' accuracy by up to 15 points. As in lesson 07, each choice is scored by its
+# log-likelihood after the prompt (teacher forcing, lesson 06). `ec.choice_logliks` follows
+# lm-evaluation-harness: it scores the choice with the space before it (the harness's "target
+# delimiter"), `" " + choice`, and nothing after it. `ec.choice_accuracy` gives the harness's two
+# accuracies:
 #
 # - **acc** picks the choice with the highest log-likelihood;
 # - **acc_norm** picks the highest log-likelihood *per character* of the choice:
 #   `completion_len = np.array([float(len(i)) for i in choices])`, `pred_norm = np.argmax(lls / completion_len)`.
 #
-# `ec.choice_logliks` works on the wrapped model unchanged: the BPE tokenizer builds the plain prompt
-# `"Question: ...\nAnswer:"` and scores `" " + choice`.
+# It works on the wrapped model unchanged, with the plain prompt `"Question: ...\nAnswer:"`. The acc
+# interval is Wilson's (lesson 02).
 
 # %%
 items = ec.multiple_choice_items()
@@ -706,9 +698,13 @@ mc_table = pd.DataFrame({name: {"acc": r.value, "acc 95% CI": "[{:.2f}, {:.2f}]"
 print(show(mc_table.astype(object)))
 
 # %% [markdown]
-# The same number, computed by hand the harness's way on the raw transformers model: the prompt and
-# `" " + choice` through `hf_model.hf`, the log-probabilities of the choice's tokens summed, the
-# highest picked.
+# Both models pick the gold answer more often than chance (5 of 20): both Wilson intervals start above
+# 0.25. But the intervals are wide. TinyGPT's acc and the BPE model's differ by one item, so they are
+# not shown to differ. A net difference of one item gives McNemar's exact p = 1 (printed below),
+# however the items that only one model gets right split.
+#
+# The same number, computed by hand the harness's way on the raw model: the prompt and `" " + choice`
+# through `hf_model.hf`, the log-probabilities of the choice's tokens summed, the highest picked.
 
 # %%
 @torch.no_grad()
@@ -731,21 +727,21 @@ def acc_by_hand(closing=False):
 by_hand = acc_by_hand()
 print(f"acc by hand, the harness's continuation: {by_hand:.4g}")
 assert by_hand == mc["BPE GPT-2"].value, (by_hand, mc["BPE GPT-2"].value)
+acc_gap = ec.paired_difference(mc["TinyGPT"], mc["BPE GPT-2"])  # the same 20 items: paired
+print(f"acc, BPE GPT-2 minus TinyGPT: {acc_gap['diff']:+.2f}; right for one model only: BPE GPT-2 "
+      f"{acc_gap['rescued']}, TinyGPT {acc_gap['broke']}; McNemar exact p = {acc_gap['p_mcnemar']:.2f}")
+assert acc_gap["rescued"] - acc_gap["broke"] == 1 and acc_gap["p_mcnemar"] == 1.0
 
 # %% [markdown]
-# Both models pick the gold answer more often than chance (5 of 20), but 20 items leave wide
-# intervals, and the two models' accuracies differ by one item: on this test they are level.
-#
 # ### A quiet choice of the harness: the closing token
 #
-# `ec.choice_logliks(..., end_token=True)` scores one more token after each choice: the one that
-# closes the answer (PAD for TinyGPT, EOS here; lesson 07's answer confidences keep it). It asks a
-# slightly different question: not "how likely is this text?" but "how likely is this text *as the
-# whole answer*?". Same models, same items, same prompts:
+# `ec.choice_logliks(..., end_token=True)` also scores the token that closes the answer (PAD for
+# TinyGPT, EOS here; lesson 07's answer confidences keep it). It asks not "how likely is this text?"
+# but "how likely is this text *as the whole answer*?". Same models, items and prompts:
 
 # %% tags=["live"]
 # NBVAL_CHECK_OUTPUT
-# The same scores with end_token=True, and every item whose acc pick changes; defines: with_end
+# The same scores with end_token=True, and every item whose acc pick changes; defines: logliks_end, with_end
 logliks_end = {"TinyGPT": ec.choice_logliks(model, tok, items, end_token=True),
                "BPE GPT-2": ec.choice_logliks(hf_model, hf_tok, items, end_token=True)}
 with_end = {name: ec.choice_accuracy(items, ll) for name, ll in logliks_end.items()}
@@ -767,25 +763,33 @@ gold_lost = {name: sum(a["score"] > b["score"] for a, b in zip(mc[name].per_exam
 assert gold_lost == {"TinyGPT": 1, "BPE GPT-2": 2}, gold_lost
 assert all(abs(with_end[n].value - (mc[n].value - gold_lost[n] / len(items))) < 1e-12 for n in mc)  # none gained
 assert acc_by_hand(closing=True) == with_end["BPE GPT-2"].value  # the harness's way, the EOS appended
+i = next(i for i, it in enumerate(items) if it["choices"][it["gold"]] == "365 days")
+tie = {c: ll for c, ll in zip(items[i]["choices"], logliks["BPE GPT-2"][i])}
+tie_end = {c: ll for c, ll in zip(items[i]["choices"], logliks_end["BPE GPT-2"][i])}
+print(f"BPE GPT-2, harness rule: '365 days' {tie['365 days']:.2f}, '8' {tie['8']:.2f}; "
+      f"+ closing token: {tie_end['365 days']:.2f} and {tie_end['8']:.2f}")
+assert 0 < tie["365 days"] - tie["8"] < (tie["365 days"] - tie_end["365 days"]) - (tie["8"] - tie_end["8"])  # a near tie, tipped
 
 # %% [markdown]
-# One switch moves the BPE model's acc by 10 points, from 0.65 to 0.55, and TinyGPT's by 5, from 0.60
-# to 0.55: three gold answers lost in all, none gained. The closing token is cheap when the model
-# thinks the answer is complete and dear when it expected more text. After "A tadpole" the BPE model
-# expected more (the EOS costs it 3.36 nats, against under 1 after "The Sun"), and after "Rome"
-# TinyGPT did (6.51 nats for its PAD, 0.38 after "Paris"). And "365 days" against "8" was a near tie
-# (−5.02 against −5.03) that a closing token of 0.06 nats tips. So the end-token rule also rewards the
-# choice the model takes for a finished answer, and the harness's rule only the choice whose words
-# are likely.
+# One switch moves the BPE model's acc by 10 points, from 0.65 to 0.55, and TinyGPT's by 5, from
+# 0.60 to 0.55: three gold answers lost, none gained. The closing token is cheap when the model
+# thinks the answer is complete, and dear when it expected more text:
 #
-# This is a change of *definition*, not of luck: the items, the models and the prompts are the same,
-# so the acc interval above (which asks which 20 items were drawn) does not cover it. Neither rule
-# is wrong, but a headline accuracy is comparable only with one computed under the same rule, and
-# nothing in a table of results says which rule a harness used. evalcore follows
-# lm-evaluation-harness by default so that its acc can be set beside the harness's; the rest of this
-# section uses that default.
+# - after "A tadpole" the BPE model expected more: the EOS costs 3.36 nats, under 1 after "The Sun";
+# - after "Rome" TinyGPT did: 6.51 nats for its PAD, 0.38 after "Paris";
+# - "365 days" against "8" was a near tie (−5.02 against −5.03, printed above) that a closing token of
+#   0.06 nats tips.
 #
-# Now the difference between acc and acc_norm, where the two disagree:
+# So the end-token rule also rewards the choice the model takes for a finished answer; the harness's
+# rule rewards only likely words. This is a change of *definition*, not of luck: the acc interval
+# measures only which 20 items were drawn. Neither rule is wrong, but an accuracy is comparable only
+# with one under the same rule, and the number alone does not show which rule made it. By default
+# evalcore follows the harness, so that its acc can be set beside the harness's; so does the rest of
+# this section.
+#
+# ### Where acc and acc_norm disagree
+#
+# Each pick shows its log-likelihood in nats, to one decimal:
 
 # %%
 # NBVAL_CHECK_OUTPUT
@@ -806,20 +810,18 @@ pacific = {c: ll for c, (ll, _) in zip(["Pacific", "Pacific Ocean"], ec.completi
 print(f"BPE GPT-2: ' Ocean' after ' Pacific' costs {pacific['Pacific'] - pacific['Pacific Ocean']:.3g} nats")
 
 # %% [markdown]
-# (Each pick shows its log-likelihood in nats, to one decimal. At three significant digits one of
-# them, −2.665, sits on a rounding edge that other CPUs fall either side of; at one decimal every
-# value is far from an edge.) Every time the two disagree, acc_norm picks the **longer** choice. That is not a coincidence. Log-likelihoods are negative; if acc prefers choice
-# *i* (higher log-likelihood, |ℓᵢ| < |ℓⱼ|) but acc_norm prefers *j* (|ℓⱼ| / lenⱼ < |ℓᵢ| / lenᵢ), then
-# lenⱼ > lenᵢ · |ℓⱼ| / |ℓᵢ| > lenᵢ.
+# Every time the two disagree, acc_norm picks the **longer** choice, and not by coincidence. Read a
+# log-likelihood's size |ℓ| as a cost. If acc picks *i*, then *j* costs more in total. For acc_norm
+# to pick *j* anyway, *j* must cost less per character, and with the larger total it can only do that
+# with more characters: lenⱼ > lenᵢ · |ℓⱼ| / |ℓᵢ| > lenᵢ.
 #
-# Raw log-likelihood makes a long choice pay for every token it has: "Pacific Ocean" costs the BPE
-# model 2.1 nats against 1.5 for the wrong "Jupiter", though after "Pacific" the word "Ocean" is
-# nearly free (0.0316 nats, printed above). Dividing by the length fixes that: in the one item
-# acc_norm rescues, "Pacific Ocean", the gold is the longer choice. It backfires in six: a
-# one-character gold like "8" or "7" is divided by 1, while a long distractor such as "0 degrees
-# Celsius" spreads its cost over 17 characters, so acc_norm prefers it to the right number; "365
-# days" and "At night" lose to longer choices the same way. On this test acc_norm loses more items
-# than it gains.
+# Raw log-likelihood makes a long choice pay for every token. "Pacific Ocean" costs the BPE model 2.1
+# nats against 1.5 for the wrong "Jupiter", though after "Pacific" the word "Ocean" is nearly free
+# (0.0316 nats, printed above). Dividing by the length rescues it: in that one item the gold is the
+# longer choice. It backfires six times over the two models. A one-character gold like "8" or "7" is
+# divided by 1, while a distractor such as "0 degrees Celsius" spreads its cost over 17 characters, so
+# acc_norm prefers the distractor (both models, both items). For the BPE model, "365 days" and "At
+# night" lose to longer choices the same way. On this test acc_norm loses more picks than it gains.
 
 # %%
 for name, res in mc.items():
@@ -848,94 +850,72 @@ print(f"acc_norm gains {len(gained)} items and loses {len(lost)} "
       f"({len(disagree) - len(gained) - len(lost)} disagreements are wrong either way)")
 
 # %% [markdown]
-# So neither is "the" accuracy: acc favours short choices and acc_norm long ones, and which one a
-# benchmark reports changes its numbers, as does whether the closing token is scored. Report which
-# (lm-evaluation-harness reports both acc and acc_norm, and scores no closing token). Per-character
-# normalisation has one property worth keeping: characters are the same under every tokenizer, so
-# acc_norm does not depend on how a model splits the choices. Normalising per *token* would
-# (exercise 2).
-
-# %% [markdown]
-# ## 8. Run it on a real hub model at home
+# So neither is "the" accuracy: acc favours short choices and acc_norm long ones. Which one a
+# benchmark reports changes its numbers, as does the closing token: report which. (The harness
+# reports both acc and acc_norm, and scores no closing token.) acc_norm keeps one good property:
+# characters are the same under every tokenizer, so it does not depend on how a model splits the
+# choices. Normalising per *token* would (exercise 2).
 #
-# Nothing in this lesson is specific to the course's folder. With a network connection, change the
-# loading line and run the notebook again:
+# **How sure are we?**
 #
-# ```python
-# hf_model, hf_tok = ec.load_hf("gpt2")                          # GPT-2 small, 124M parameters
-# hf_model, hf_tok = ec.load_hf("HuggingFaceTB/SmolLM2-135M")    # a more recent small model
-# hf_model, hf_tok = ec.load_hf("gpt2", device="cuda")           # on a GPU, if you have one
-# ```
+# - 20 items leave wide intervals (acc from about 0.39 to 0.78 for TinyGPT).
+# - The 1 gained against 6 lost counts picks over both models (four distinct items are lost): a count
+#   on this one test, not a rate.
+# - No interval accounts for a change of rule, such as the closing token: an interval measures the
+#   luck of the draw, not the choice of definition.
 #
-# What to expect:
-#
-# - **A download** on first use, cached by transformers afterwards (its size is on the model's hub
-#   page; nothing here could download it to measure).
-# - **Slower on CPU**: these models have over a hundred times TinyGPT's parameters, and the
-#   generation evals decode one prompt at a time without a cache for any model that is not TinyGPT.
-#   We could not time them here. `device="cuda"` moves the model to a GPU (evalcore moves the inputs
-#   to the model's device).
-# - **A longer context**: `max_len` defaults to the model's own (1,024 tokens for `gpt2`), so the
-#   rolling windows of lesson 01 change with the model.
-# - **Another prompt format**: GPT-2's tokenizer has no chat template, so prompts are plain, as here.
-#   SmolLM2's tokenizer ships a chat template, so `ec.HFTokenizer` builds prompts with it, and
-#   `tok.prompt_format` and every generation result's `extras["prompt_format"]` say
-#   `"chat_template"`. A base model asked through a chat template may answer poorly; that is part of
-#   what you measure, so report the format.
-# - **The same rules for comparing**: per-token perplexity of `gpt2` (a vocabulary of 50,257) against
-#   TinyGPT's or SmolLM2's is meaningless; bits per byte, on the same texts with the same BOS
-#   convention, is the number to compare. Use `add_bos=True` to match lm-evaluation-harness's
-#   `bits_per_byte`; `ec.choice_logliks`' default already matches its multiple-choice scoring.
-#
-# The cells above do not run a hub model: CI has no network, and every cell of a lesson must run there.
+# *Sources:* `construct_requests` and both accuracies are in the harness's `lm_eval/api/task.py`. The
+# picks are printed to one decimal: at three significant digits one of them, −2.665, sits on a
+# rounding edge that other CPUs fall either side of, while at one decimal every value is far from an
+# edge.
 
 # %% [markdown]
 # ## Summary
 #
-# - `ec.load_hf(name_or_path)` loads any transformers causal LM and its tokenizer and wraps them with
-#   `ec.wrap_hf`: every eval then runs unchanged. The wrapper refuses a raw model with a `ValueError`
-#   that says to wrap it, and evaluates in eval mode even if the model was left in train mode.
-# - The course's BPE GPT-2 has TinyGPT's shape and training text; its tokenizer packs about 2.5 bytes
-#   into a token, so the same 1,803 bytes are 1,783 TinyGPT predictions but 688 BPE predictions.
-# - **Perplexity per token is not comparable across tokenizers.** TinyGPT 7.13, BPE GPT-2 64.0: the
-#   byte model looks nine times better. **Bits per byte** (total bits over total UTF-8 bytes, the
-#   harness's denominator) is comparable: TinyGPT 2.80, BPE GPT-2 2.29, the opposite ranking.
-#   The same BPE predictions are a perplexity of 64.0 per token and 4.89 per byte.
-# - On these 20 texts the BPE model is ahead per byte (17 of 20 texts; a bootstrap interval of the gap
-#   below zero), but it also read about 1.4 times as many bytes in training, and 20 texts about one
-#   small world say nothing about text in general.
-# - **BOS:** with `add_bos=True` (lm-evaluation-harness's choice: always a prefix token, BOS else EOS)
-#   each text gains one scored token, predicted from BOS alone at about 5.9 nats against 4.2 for the
-#   others; bits per byte rises from 2.29 to 2.41. Without BOS, the first token (here 27 bytes in all,
-#   TinyGPT 20) is free. The BPE model's lead holds under both conventions (14 of 20 texts with BOS).
-#   The number to set beside a published lm-evaluation-harness `bits_per_byte` is the one with BOS
-#   (2.41 here, `extras["first_token_scored"]` True), not evalcore's default. Report the convention.
-# - **Generation evals** ("plain" prompts for the BPE model, "inst_resp" for TinyGPT): EM 0.30 each
-#   and F1 0.30 each, level; the judge 1.95 against 2.95, higher on 11 items and lower on 2 (mostly
-#   whole-sentence answers matching whole-sentence references), a pattern 20 items cannot show to
-#   generalise. TinyGPT misspells more (31 % of its words are not in the training text, against 5 %);
-#   the BPE model runs on into another question in 7 of 60 answers.
-# - **Multiple choice,** scored as lm-evaluation-harness scores it (`" " + choice`, no closing
-#   token): acc 0.60 for TinyGPT and 0.65 for the BPE model (95% intervals about 0.39 to 0.78 and
-#   0.43 to 0.82), acc_norm 0.50 each. Scoring the closing token as well (`end_token=True`) moves
-#   the BPE model's acc to 0.55 and TinyGPT's to 0.55: a 10-point swing from one quiet choice, on
-#   the same items, that no interval covers. When acc and acc_norm disagree, acc_norm always picks
-#   the longer choice: it rescues a long gold answer ("Pacific Ocean") and loses short ones ("8",
-#   "7", "365 days", "At night"), 1 item gained against 6 lost here.
+# **What this lesson established**
+#
+# - `ec.load_hf` and `ec.wrap_hf` put any transformers causal LM and its tokenizer behind the evals'
+#   interface, so every eval runs unchanged.
+# - **Perplexity per token is not comparable across tokenizers.** TinyGPT's 7.13 against the BPE
+#   model's 64.0 makes the byte model look nine times better, yet the same BPE predictions are a
+#   perplexity of 4.89 per byte.
+# - **Bits per byte** is comparable, and ranks the other way: TinyGPT 2.80, BPE GPT-2 2.29, on 17 of
+#   20 texts and with a bootstrap interval of the gap below zero.
+# - **BOS** (`add_bos=True`, the harness's choice) adds one expensive scored token per text: bits per
+#   byte rises from 2.29 to 2.41, and the lead holds. Set that number beside a published harness
+#   `bits_per_byte`, and report the convention.
+# - **Generation:** EM and F1 are level. The judge prefers the BPE model (11 items higher, 2 lower),
+#   mostly for whole-sentence answers that match whole-sentence references. 31 % of TinyGPT's words
+#   are not in the training text, against 5 %. The BPE model runs on into another question in 7 of 60
+#   answers.
+# - **Multiple choice** by the harness's rule: acc 0.60 for TinyGPT and 0.65 for the BPE model,
+#   acc_norm 0.50 each. Scoring the closing token moves both accs to 0.55 on the same items (10
+#   points for the BPE model, 5 for TinyGPT): a change no sampling interval accounts for.
+# - Where acc and acc_norm disagree, acc_norm picks the longer choice. Over both models it gains 1
+#   pick and loses 6, on four short gold answers.
+#
+# **What it did not**
+#
+# - That the BPE model is better on text in general: 20 texts about one small world say nothing of
+#   that, and it read about 1.4 times as many bytes in training.
+# - That the judge's preference generalises beyond this fixture. It survives Tarone's correction only
+#   narrowly (0.0225 against 0.025), and Bonferroni's not at all (about 0.07), on 20 items scored by
+#   a mock judge.
+# - That either model is better at multiple choice: their accs differ by one item (McNemar p = 1).
 
 # %% [markdown]
 # ## Exercises
 #
-# Each exercise has one code cell. Write your code where the stub says and run the cell; its last
+# Each exercise has one code cell. Write your code where the stub says and run the cell: its last
 # lines check your answer and say what they expected if it is wrong.
 
 # %% [markdown]
 # ### Exercise 1: Uniform models over two vocabularies
 #
 # A model that knows nothing gives every token the same logit. Derive by hand its bits per byte on
-# the 20 texts under TinyGPT's 259 tokens and under the BPE vocabulary of 512, then check with
-# evalcore (a "model" `lambda ids: torch.zeros(*ids.shape, V)`). Which one looks better, and what does
-# that say about where part of a BPE model's bits-per-byte advantage comes from?
+# the 20 texts, under TinyGPT's 259 tokens and under the BPE vocabulary of 512. Then check with
+# evalcore (a "model" `lambda ids: torch.zeros(*ids.shape, V)`). Which one looks better, and what
+# does that say about where part of a BPE model's bits-per-byte advantage comes from?
 #
 # *Hint:* log₂ V bits per scored token; you know the scored tokens and the bytes (`res_tiny.extras`,
 # `res_bpe.extras`).
@@ -965,7 +945,7 @@ assert looks_better == min(by_hand, key=by_hand.get), f"expected the name of the
 print("Exercise 1: check passed.")
 
 # %% [markdown] tags=["solution"]
-# A uniform model over 512 BPE tokens pays 9 bits per token, but its 688 scored tokens cover 1,803
+# A uniform model over 512 BPE tokens pays 9 bits per token. But its 688 scored tokens cover 1,803
 # bytes, about 2.6 each, so it costs only 3.43 bits per byte, against 7.93 for a uniform byte model.
 # The tokenizer itself has learnt something about the text (which byte sequences are frequent), and
 # that knowledge counts in bits per byte. So bits per byte compares whole systems, tokenizer included:
@@ -974,12 +954,12 @@ print("Exercise 1: check passed.")
 # %% [markdown]
 # ### Exercise 2: Normalise by tokens instead of characters
 #
-# Compute acc_norm with each choice's log-likelihood divided by its number of scored tokens instead
-# of its characters, for both models. On how many items does this per-token pick differ from
-# acc_norm's per-character pick, for TinyGPT and for the BPE model, and why? Does the accuracy move?
+# Compute acc_norm with each choice's log-likelihood divided by its number of scored tokens, not its
+# characters, for both models. On how many items does this per-token pick differ from acc_norm's
+# per-character pick, for each model, and why? Does the accuracy move?
 #
 # *Hint:* `ec.completion_logliks(model, tok, questions, choices)` returns `(log-likelihood, tokens
-# scored)` pairs, under the same rule as `ec.choice_logliks`; `items` and `mc` are from section 7
+# scored)` pairs, under the same rule as `ec.choice_logliks`. `items` and `mc` are from section 7
 # (`mc[name].per_example[i]["pred_norm"]` is acc_norm's pick on item *i*).
 
 # %%
@@ -1019,21 +999,20 @@ assert all(picks_differ[n] == sum(p != r["pred_norm"] for p, r in zip(per_token[
 print("Exercise 2: check passed.")
 
 # %% [markdown] tags=["solution"]
-# For TinyGPT a choice's scored tokens are its bytes, one per character for these ASCII choices, so
-# dividing by tokens *is* dividing by characters: the picks are the same on every item. For the BPE
-# model the thirteen characters of "Pacific Ocean" are two tokens, the eight of "365 days" five (a
-# space, three digits, " days") and the one of "7" two (the space is a token of its own before a
-# digit), so the two normalisations weigh the choices differently and pick differently on 5 of the
-# 20 items. Here the accuracy happens to come out the same (one gold gained, one lost), which on 20
-# items is no finding either way; the point is that per-token normalisation depends on the
-# tokenizer, which is why lm-evaluation-harness normalises by characters.
+# For TinyGPT a choice's scored tokens are its bytes, one per character for these ASCII choices: the
+# picks are the same on every item. For the BPE model, "Pacific Ocean" is 13 characters in two
+# tokens, "365 days" 8 in five (a space, three digits, " days"), and "7" one in two (the space is a
+# token of its own before a digit). So the two normalisations pick differently on 5 of the 20 items.
+# The accuracy happens to come out the same (one gold gained, one lost): on 20 items, no finding
+# either way. Per-token normalisation depends on the tokenizer, which is why lm-evaluation-harness
+# normalises by characters.
 
 # %% [markdown]
 # ### Exercise 3: BOS on one short text
 #
-# For "Mars is red." (`texts[7]`), compute the BPE model's perplexity per token and bits per byte
-# without and with BOS, and the share of the total NLL with BOS that is the first token. Why can the
-# perplexity per token fall while bits per byte rises?
+# For "Mars is red." (`texts[7]`), compute the BPE model's perplexity per token and bits per byte,
+# without and with BOS, and the first token's share of the total NLL with BOS. Why can the perplexity
+# per token fall while bits per byte rises?
 #
 # *Hint:* `hf_tok_bos` from section 5; an eval's `per_example[0]["token_nll"]` lists the NLL of each
 # scored token.
@@ -1068,10 +1047,10 @@ print("Exercise 3: check passed.")
 # %% [markdown] tags=["solution"]
 # With BOS, "Mars is red." costs more in total (the "M" alone is almost a quarter of it), and bits per
 # byte rises from 2.20 to 2.72. Yet perplexity per token *falls*, from 97 to 91. The "M" costs more
-# than the old average token, so on its own it would have raised the mean; but the other four tokens
-# got cheaper with the BOS in their context, and the larger total is now divided by five tokens
-# instead of four. Per-token perplexity can move against the total cost when the number of tokens
-# changes, one more reason to compare bits per byte, even for a single model.
+# than the old average token, so alone it would have raised the mean. But the other four tokens got
+# cheaper with the BOS in their context, and the larger total is divided by five tokens, not four.
+# When the number of tokens changes, per-token perplexity can move against the total cost: one more
+# reason to compare bits per byte, even for a single model.
 
 # %% [markdown]
 # ### Exercise 4: Perplexity per word
@@ -1102,7 +1081,101 @@ assert same_order == (min(word_ppl, key=word_ppl.get) == better["bits per byte"]
 print("Exercise 4: check passed.")
 
 # %% [markdown] tags=["solution"]
-# It must rank them the same way: for both models it divides the total NLL by the same number of
-# words, just as bits per byte divides by the same number of bytes, so the two always agree on the
-# order. Any tokenizer-free denominator gives a comparable number; the words have to be counted the
-# same way for every model, and, like bits per byte, the convention for the first token matters.
+# It must. For both models it divides the total NLL by the same number of words, as bits per byte
+# divides by the same number of bytes, so the two always agree on the order. Any tokenizer-free
+# denominator gives a comparable number. The words have to be counted the same way for every model,
+# and, as for bits per byte, the convention for the first token matters.
+
+# %% [markdown]
+# ## Going further
+#
+# ### 8. Run it on a real hub model at home
+#
+# Nothing in this lesson's method is specific to the course's folder. With a network connection,
+# change the `ec.load_hf` line of the Setup to one of these and run the notebook again:
+#
+# ```python
+# hf_model, hf_tok = ec.load_hf("gpt2")                          # GPT-2 small, 124M parameters
+# hf_model, hf_tok = ec.load_hf("HuggingFaceTB/SmolLM2-135M")    # a more recent small model
+# hf_model, hf_tok = ec.load_hf("gpt2", device="cuda")           # on a GPU, if you have one
+# ```
+#
+# Expect its asserts to fail: they pin this lesson's numbers. The Setup's 32,384 extra parameters
+# belong to the course's model, its table still reads the course folder's manifest, and later asserts
+# check counts such as 17 of 20 texts. Comment them out, or read each failing one as the number to
+# compare against. What else to expect:
+#
+# - **A download** on first use, cached by transformers afterwards (its size is on the model's hub
+#   page; nothing here could download it to measure).
+# - **Slower on CPU**: over a hundred times TinyGPT's parameters, so each step costs far more, though
+#   generation is batched with a KV cache as here. We could not time it here. `device="cuda"` moves
+#   the model to a GPU, and evalcore moves the inputs to the model's device.
+# - **A longer context**: `max_len` defaults to the model's own (1,024 tokens for `gpt2`), so the
+#   rolling windows of lesson 01 change with the model.
+# - **Another prompt format**: GPT-2's tokenizer has no chat template, so prompts are plain, as here.
+#   SmolLM2-135M is a **base model**: trained only to continue text, not tuned to chat. Yet its
+#   tokenizer ships a chat template, so `ec.HFTokenizer` builds prompts with it, and
+#   `tok.prompt_format` and every generation result's `extras["prompt_format"]` say
+#   `"chat_template"`. A base model may answer poorly through a chat template. That is part of what
+#   you measure, so report the format.
+# - **The same rules for comparing**: per-token perplexity of `gpt2` (a vocabulary of 50,257) against
+#   TinyGPT's or SmolLM2's is meaningless. Compare bits per byte, on the same texts with the same BOS
+#   convention. `add_bos=True` matches the harness's `bits_per_byte`; `ec.choice_logliks`' default
+#   already matches its multiple-choice scoring.
+#
+# No cell of this lesson runs a hub model: CI (the automatic test run on every change) has no
+# network, and every cell of a lesson must run there.
+
+# %% [markdown]
+# ### 9. Two traps the wrapper removes
+#
+# The wrapper of section 1 also guards against two common slips.
+#
+# **A raw transformers model is not an evalcore model.** Called on ids, it returns an output object
+# whose `.logits` holds the tensor. Passing it straight to an eval is a common slip. evalcore refuses
+# it rather than guessing, and says what to do:
+
+# %% tags=["live"]
+# NBVAL_CHECK_OUTPUT
+# The slip: pass the raw hf_model.hf to ec.perplexity_eval, catch the ValueError and print it
+try:
+    ec.perplexity_eval(hf_model.hf, hf_tok, [text])  # the raw GPT2LMHeadModel: a mistake
+except ValueError as e:
+    print(e)
+
+
+# %% [markdown]
+# **A model you build or have just trained is in train mode.** `from_pretrained` hands back a model
+# in eval mode. One built in code, or left by a training loop, has dropout on (0.1 here): each
+# forward pass draws a new dropout mask, so the same text gets a different loss each time. A freshly
+# built GPT-2 with our config and random weights, before and after `ec.wrap_hf`:
+
+# %%
+def next_token_loss(hf, ids):
+    # Mean NLL of tokens 1..T-1 given the ones before: the shift of lesson 01, on the raw model.
+    return float(F.cross_entropy(hf(input_ids=ids).logits[0, :-1], ids[0, 1:]))
+
+
+torch.manual_seed(0)
+fresh = transformers.GPT2LMHeadModel(hf_model.hf.config)  # random weights: nothing is trained
+ids = torch.tensor([hf_tok.encode(texts[0])])
+with torch.no_grad():
+    built = fresh.training
+    noisy = [next_token_loss(fresh, ids) for _ in range(2)]
+    fresh_model, _ = ec.wrap_hf(fresh, hf_tok.hf)
+    clean = [next_token_loss(fresh, ids) for _ in range(2)]
+print(f"built fresh: training={built}, two losses {noisy[0]:.4g} and {noisy[1]:.4g}")
+print(f"wrapped    : training={fresh_model.hf.training}, two losses {clean[0]:.4g} and {clean[1]:.4g}")
+assert built and not fresh_model.hf.training
+assert noisy[0] != noisy[1] and clean[0] == clean[1]
+
+# %% [markdown]
+# Even if the inner model is put back in train mode, every evalcore eval runs it in eval mode and then
+# restores the mode it found, so the number does not depend on that state:
+
+# %%
+fresh.train()  # as a training loop would leave it
+ppl_while_training = ec.perplexity_eval(fresh_model, hf_tok, [texts[0]]).value
+assert fresh.training  # restored as it was found
+assert abs(math.log(ppl_while_training) - clean[0]) < 1e-5  # the eval-mode loss
+print(f"perplexity {ppl_while_training:.4g} = exp(eval-mode loss {clean[0]:.4g})")

@@ -4,6 +4,7 @@ the frozen protocol and its append-only log, Wilson intervals, the recording."""
 import itertools
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -337,7 +338,7 @@ def test_reserved_cases_cannot_be_scored_outside_a_frozen_protocol(task, tmp_pat
     with pytest.raises(ValueError, match="reserved"):
         ec.score_development(task["cases"], task["responses"], task["notices"], "raw", RUBRIC)
     log = ec.ProtocolLog(tmp_path / "log.jsonl")
-    body = ec.protocol_body(RULE, RUBRIC, "anchor", task["reserved"])
+    body = ec.protocol_body(RULE, RUBRIC, "anchor", task["reserved"], 0.95)
     with pytest.raises(ValueError, match="not frozen"):
         ec.reveal_reserved(
             log, body["protocol_sha256"], task["cases"], task["responses"], task["notices"]
@@ -347,7 +348,7 @@ def test_reserved_cases_cannot_be_scored_outside_a_frozen_protocol(task, tmp_pat
 
 def test_freeze_then_reveal_marks_cases_exposed(task, tmp_path):
     log = ec.ProtocolLog(tmp_path / "log.jsonl")
-    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"])
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"], 0.95)
     records = ec.reveal_reserved(
         log, frozen["protocol_sha256"], task["cases"], task["responses"], task["notices"]
     )
@@ -362,28 +363,31 @@ def test_freeze_then_reveal_marks_cases_exposed(task, tmp_path):
 
 
 def test_protocol_hash_covers_what_is_frozen(task):
-    body = ec.protocol_body(RULE, RUBRIC, "anchor", task["reserved"])
-    assert body == ec.protocol_body(RULE, RUBRIC, "anchor", list(reversed(task["reserved"])))
+    body = ec.protocol_body(RULE, RUBRIC, "anchor", task["reserved"], 0.95)
+    assert body == ec.protocol_body(RULE, RUBRIC, "anchor", list(reversed(task["reserved"])), 0.95)
     for changed in [
-        ec.protocol_body({**RULE, "wrapper": "first_time"}, RUBRIC, "anchor", task["reserved"]),
         ec.protocol_body(
-            RULE, ec.Rubric(RUBRIC.weights, RUBRIC.gates, 0.5), "anchor", task["reserved"]
+            {**RULE, "wrapper": "first_time"}, RUBRIC, "anchor", task["reserved"], 0.95
         ),
-        ec.protocol_body(RULE, RUBRIC, "another anchor", task["reserved"]),
-        ec.protocol_body(RULE, RUBRIC, "anchor", task["reserved"][:-1]),
+        ec.protocol_body(
+            RULE, ec.Rubric(RUBRIC.weights, RUBRIC.gates, 0.5), "anchor", task["reserved"], 0.95
+        ),
+        ec.protocol_body(RULE, RUBRIC, "another anchor", task["reserved"], 0.95),
+        ec.protocol_body(RULE, RUBRIC, "anchor", task["reserved"][:-1], 0.95),
+        ec.protocol_body(RULE, RUBRIC, "anchor", task["reserved"], 0.9),  # another target
     ]:
         assert changed["protocol_sha256"] != body["protocol_sha256"]
     with pytest.raises(ValueError, match="candidate must be"):
-        ec.protocol_body({"wrapper": "magic"}, RUBRIC, "anchor", task["reserved"])
+        ec.protocol_body({"wrapper": "magic"}, RUBRIC, "anchor", task["reserved"], 0.95)
 
 
 def test_protocol_log_is_append_only_and_never_rewritten(task, tmp_path):
     path = tmp_path / "log.jsonl"
     log = ec.ProtocolLog(path)
-    first = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"])
+    first = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"], 0.95)
     before = path.read_bytes()
     changed = ec.Rubric(RUBRIC.weights, RUBRIC.gates, 0.5)  # a later change: a new entry
-    second = ec.freeze_protocol(log, RULE, changed, "anchor", task["reserved"])
+    second = ec.freeze_protocol(log, RULE, changed, "anchor", task["reserved"], 0.95)
     after = path.read_bytes()
     assert after.startswith(before) and after.count(b"\n") == 2
     entries = log.verify()
@@ -403,7 +407,7 @@ def test_a_rewritten_protocol_with_its_chain_redone_is_refused(task, tmp_path):
     # content no longer hashes to the protocol id reveal_reserved is given.
     path = tmp_path / "log.jsonl"
     log = ec.ProtocolLog(path)
-    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"])
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"], 0.95)
     entry = json.loads(path.read_text(encoding="utf-8"))
     entry["candidate"]["wrapper"] = "first_time"
     body = {k: v for k, v in entry.items() if k != "entry_sha256"}
@@ -420,13 +424,13 @@ def test_a_rewritten_protocol_with_its_chain_redone_is_refused(task, tmp_path):
 def test_a_log_whose_last_line_lost_its_newline_is_refused_not_corrupted(task, tmp_path):
     path = tmp_path / "log.jsonl"
     log = ec.ProtocolLog(path)
-    ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"])
+    ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"], 0.95)
     cut = path.read_bytes().rstrip(b"\n")
     path.write_bytes(cut)
     with pytest.raises(ValueError, match="ends without a newline"):
         log.verify()
     with pytest.raises(ValueError, match="ends without a newline"):
-        ec.freeze_protocol(log, RULE, RUBRIC, "other anchor", task["reserved"])
+        ec.freeze_protocol(log, RULE, RUBRIC, "other anchor", task["reserved"], 0.95)
     assert path.read_bytes() == cut  # append refused before writing anything
 
 
@@ -487,18 +491,143 @@ def _records(outcomes):
     ]
 
 
-def test_decision_brief_accept_restrict_reject():
-    assert (
-        ec.decision_brief("x", "use", _records([(True, "10:00")] * 20), 0.8)["decision"] == "accept"
-    )
+def _brief(tmp_path, records, target, name="x", **kwargs):
+    """decision_brief under a protocol frozen, with this target, on exactly these records' cases."""
+    log = ec.ProtocolLog(tmp_path / f"log-{target}-{len(records)}.jsonl")
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", [r["id"] for r in records], target)
+    return ec.decision_brief(name, "use", records, log, frozen["protocol_sha256"], **kwargs)
+
+
+def test_decision_brief_accept_restrict_reject(tmp_path):
+    assert _brief(tmp_path, _records([(True, "10:00")] * 20), 0.8)["decision"] == "accept"
     safe_miss = _records([(True, "10:00")] * 4 + [(False, "unknown")])
-    brief = ec.decision_brief("rule", "school notices", safe_miss, 0.95)
+    brief = _brief(tmp_path, safe_miss, 0.95, "rule")
     assert brief["decision"] == "restrict" and "4/5" in brief["rate"]
     assert any("further cases answered right" in w for w in brief["would_change"])
     wrong_time = _records([(True, "10:00")] * 19 + [(False, "11:00")])
-    assert ec.decision_brief("x", "use", wrong_time, 0.8)["decision"] == "reject"  # critical
+    assert _brief(tmp_path, wrong_time, 0.8)["decision"] == "reject"  # critical
     gibberish = _records([(False, "A ca ca")] * 9)
-    assert ec.decision_brief("x", "use", gibberish, 0.95)["decision"] == "reject"
+    assert _brief(tmp_path, gibberish, 0.95)["decision"] == "reject"
+
+
+# The decision reads its target from the frozen protocol (issue 35 item 9) -------------------------
+
+
+def test_the_target_is_frozen_with_the_protocol(tmp_path):
+    log = ec.ProtocolLog(tmp_path / "log.jsonl")
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["c0", "c1"], 0.95)
+    assert (frozen["target"], frozen["rate"]) == (0.95, "task_success_per_case")
+    assert {"target", "rate"} <= set(ec.PROTOCOL_FIELDS)  # covered by the protocol's hash
+    assert log.protocol(frozen["protocol_sha256"])["target"] == 0.95
+    got = ec.frozen_target(log, frozen["protocol_sha256"])
+    assert got == {
+        "target": 0.95,
+        "rate": "task_success_per_case",
+        "cases": ["c0", "c1"],
+        "exposed_before": [],
+    }
+
+
+def test_the_decision_uses_the_frozen_target(tmp_path):
+    # 4/5 per case, Wilson 0.376 to 0.964: accept against a frozen 0.3, restrict against 0.95
+    records = _records([(True, "10:00")] * 4 + [(False, "unknown")])
+    low, high = _brief(tmp_path, records, 0.3), _brief(tmp_path, records, 0.95)
+    assert (low["decision"], low["target"]) == ("accept", 0.3)
+    assert (high["decision"], high["target"]) == ("restrict", 0.95)
+    assert "target 95% per case, frozen in protocol" in high["reasons"][0]
+    assert high["would_change"][0].startswith(f"{ec.cases_needed(4, 5, 0.95)} further cases")
+    with pytest.raises(TypeError):  # a target can no longer be passed in beside the protocol
+        ec.decision_brief("x", "use", records, target=0.3)
+
+
+def test_a_target_edited_after_the_freeze_is_refused(tmp_path):
+    # Lower the frozen target in the log and redo the hash chain: the chain verifies, but the
+    # entry no longer hashes to its protocol id, so no decision is made on the new target.
+    records = _records([(True, "10:00")] * 4 + [(False, "unknown")])
+    path = tmp_path / "log.jsonl"
+    log = ec.ProtocolLog(path)
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", [r["id"] for r in records], 0.95)
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    entry["target"] = 0.3
+    entry["entry_sha256"] = ec._canonical_sha256(
+        {k: v for k, v in entry.items() if k != "entry_sha256"}
+    )
+    path.write_text(json.dumps(entry, sort_keys=True) + "\n", encoding="utf-8")
+    assert len(log.verify()) == 1  # the hash chain alone cannot tell
+    with pytest.raises(ValueError, match="does not hash to protocol"):
+        ec.decision_brief("x", "use", records, log, frozen["protocol_sha256"])
+    # edited in place, without redoing the chain: refused too
+    path.write_text(json.dumps({**entry, "entry_sha256": frozen["entry_sha256"]}) + "\n")
+    with pytest.raises(ValueError, match="line 1 was changed"):
+        ec.decision_brief("x", "use", records, log, frozen["protocol_sha256"])
+
+
+def test_a_target_changed_after_the_reveal_is_flagged_as_a_protocol_change(task, tmp_path):
+    log = ec.ProtocolLog(tmp_path / "log.jsonl")
+    first = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"], 0.95)
+    args = (task["cases"], task["responses"], task["notices"])
+    records = ec.reveal_reserved(log, first["protocol_sha256"], *args)
+    brief = ec.decision_brief("rule", "use", records, log, first["protocol_sha256"])
+    assert brief["protocol_change"] == [] and not any(
+        "protocol change" in r for r in brief["reasons"]
+    )
+    # the results are in view; a lower target now is a new protocol, and the brief says so
+    later = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", task["reserved"], 0.3)
+    again = ec.reveal_reserved(log, later["protocol_sha256"], *args)
+    flagged = ec.decision_brief("rule", "use", again, log, later["protocol_sha256"])
+    assert flagged["target"] == 0.3 and flagged["protocol_change"] == sorted(task["reserved"])
+    assert any(r.startswith("protocol change: cases") for r in flagged["reasons"])
+    assert ec.frozen_target(log, first["protocol_sha256"])["exposed_before"] == []
+
+
+def test_a_decision_is_made_on_the_frozen_cases_only(tmp_path):
+    records = _records([(True, "10:00")] * 3)
+    log = ec.ProtocolLog(tmp_path / "log.jsonl")
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["c0", "c1"], 0.5)
+    with pytest.raises(ValueError, match="froze"):
+        ec.decision_brief("x", "use", records, log, frozen["protocol_sha256"])
+
+
+def test_a_target_frozen_for_another_rate_is_refused_not_held_to_the_per_case_rate(
+    tmp_path, monkeypatch
+):
+    # decision_brief reads the frozen rate, not only the target: were a second rate added to
+    # RATES, a target frozen for it must not silently be applied to the per-case rate.
+    records = _records([(True, "10:00")] * 4 + [(False, "unknown")])
+    ids = [r["id"] for r in records]
+    log = ec.ProtocolLog(tmp_path / "log.jsonl")
+    per_case = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ids, 0.3)
+    assert _brief(tmp_path, records, 0.3)["target_rate"] == "task_success_per_case"
+    monkeypatch.setitem(ec.RATES, "groups_all_right", "source groups with every case right")
+    other = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ids, 0.3, rate="groups_all_right")
+    assert ec.frozen_target(log, other["protocol_sha256"])["rate"] == "groups_all_right"
+    with pytest.raises(ValueError, match="froze its target for the rate 'groups_all_right'"):
+        ec.decision_brief("x", "use", records, log, other["protocol_sha256"])
+    brief = ec.decision_brief("x", "use", records, log, per_case["protocol_sha256"])
+    assert brief["decision"] == "accept"  # the per-case protocol in the same log still decides
+
+
+def test_a_target_of_one_can_never_be_accepted(tmp_path):
+    brief = _brief(tmp_path, _records([(True, "10:00")] * 50), 1.0)
+    assert brief["decision"] == "restrict" and "never accept" in brief["would_change"][0]
+
+
+@pytest.mark.parametrize("target", [0, -0.1, 1.5, 95, float("nan"), "0.95", None, True])
+def test_a_target_outside_zero_to_one_is_refused_by_name(tmp_path, target):
+    log = ec.ProtocolLog(tmp_path / "log.jsonl")
+    wanted = rf"target must be a finite number in \(0, 1\], got {re.escape(repr(target))}$"
+    with pytest.raises(ValueError, match=wanted):
+        ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["c0"], target)
+    assert log.verify() == []  # nothing was written
+
+
+def test_an_unknown_rate_name_is_refused_by_name(tmp_path):
+    log = ec.ProtocolLog(tmp_path / "log.jsonl")
+    with pytest.raises(
+        ValueError, match=r"rate must be one of \['task_success_per_case'\], got 'f1'"
+    ):
+        ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["c0"], 0.9, rate="f1")
+    assert log.verify() == []
 
 
 def _grouped(pairs):
@@ -558,7 +687,7 @@ def test_all_right_rate_is_a_separate_metric_over_groups():
         ec.all_right_rate([])
 
 
-def test_decision_brief_with_source_groups_decides_per_case():
+def test_decision_brief_with_source_groups_decides_per_case(tmp_path):
     # four right cases on one notice and a miss on another: 4/5 per case, the interval over groups
     records = [
         {
@@ -571,13 +700,13 @@ def test_decision_brief_with_source_groups_decides_per_case():
         }
         for i in range(5)
     ]
-    grouped = ec.decision_brief("rule", "use", records, 0.3, group_key="source_group")
+    grouped = _brief(tmp_path, records, 0.3, "rule", group_key="source_group")
     rate = ec.success_rate(records, group_key="source_group")
     assert "4/5" in grouped["rate"] and "cluster bootstrap" in grouped["rate"]
     assert grouped["decision"] == ("accept" if rate.low >= 0.3 else "restrict")
     assert "1/2" in grouped["reasons"][1] and "not held to this target" in grouped["reasons"][1]
     assert any("from new source groups" in w for w in grouped["would_change"])
-    by_case = ec.decision_brief("rule", "use", records, 0.3)  # Wilson 0.376 to 0.964
+    by_case = _brief(tmp_path, records, 0.3, "rule")  # Wilson 0.376 to 0.964
     assert "4/5" in by_case["rate"] and by_case["decision"] == "accept"
 
 

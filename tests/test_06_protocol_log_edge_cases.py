@@ -28,7 +28,7 @@ def test_a_protocol_can_be_frozen_into_an_empty_log_file(tmp_path):
     path = tmp_path / "log.jsonl"
     path.touch()
     log = ec.ProtocolLog(path)
-    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["r1", "r2"])
+    frozen = ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["r1", "r2"], 0.95)
     assert log.protocol(frozen["protocol_sha256"]) == frozen
 
 
@@ -65,7 +65,7 @@ def test_a_deleted_or_reordered_line_breaks_the_chain(tmp_path, keep, bad_line):
 
 def test_frozen_cases_are_not_exposed_until_revealed(tmp_path):
     log = ec.ProtocolLog(tmp_path / "log.jsonl")
-    ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["r1", "r2"])
+    ec.freeze_protocol(log, RULE, RUBRIC, "anchor", ["r1", "r2"], 0.95)
     assert log.exposed() == []
     log.append("exposure", {"cases": ["r2"]})
     assert log.exposed() == ["r2"]

@@ -287,3 +287,44 @@ def test_the_pass_at_k_check_accepts_the_estimator_and_names_each_mistake():
     assert "raised ZeroDivisionError" in ec.pass_at_k_mistake(lambda n, c, k: 1 / 0)
     assert "must be a function" in ec.pass_at_k_mistake(0.5)
     assert "is nan, not pass@k" in ec.pass_at_k_mistake(lambda n, c, k: float("nan"))
+
+
+def test_the_coverage_simulation_counts_every_benchmark_once_and_covers_a_plain_mean():
+    """tools/bootstrap_coverage.py, behind lesson 16's coverage figures: with every rate 0.5 (no
+    problem near 0 or 1) a 95% bootstrap over 40 problems covers close to 95%; with every rate 0
+    each simulated benchmark is all zeros and its interval [0, 0] holds the truth, 0."""
+    import bootstrap_coverage
+
+    half = {f"p{i}": 0.5 for i in range(40)}
+    covered, below, above = bootstrap_coverage.coverage(half, trials=300, seed=1)
+    assert covered + below + above == 300
+    # one binomial standard error at 300 trials is 1.3 points; a percentile bootstrap over 40
+    # examples undercovers a little, so the window reaches lower (5.5 errors) than higher (3)
+    assert 0.88 <= covered / 300 <= 0.99
+    zero = dict.fromkeys(half, 0.0)
+    assert bootstrap_coverage.coverage(zero, trials=20, seed=1) == (20, 0, 0)
+    assert bootstrap_coverage.coverage(half, zero, trials=20, seed=1)[0] >= 15  # a difference
+
+
+def test_the_coverage_simulation_with_no_effect_has_truth_0_and_counts_the_family_together(capsys):
+    """tools/bootstrap_coverage.py's --null, --comparisons and --family, behind lesson 16's words on
+    the temperature verdicts: no_effect gives every temperature each problem's mean rate (so every
+    true difference is 0); with all rates 0 the three intervals are [0, 0] and all hold their truth
+    together; the command line prints the three differences and the family's line, and no 164."""
+    import bootstrap_coverage
+
+    rates = {"a": {"p0": 0.0, "p1": 0.6}, "b": {"p0": 0.2, "p1": 0.4}, "c": {"p0": 0.4, "p1": 0.2}}
+    null = bootstrap_coverage.no_effect(rates, ("a", "c"))
+    assert list(null) == ["a", "c"] and null["a"] == null["c"] == {"p0": 0.2, "p1": 0.4}
+    zero = {t: dict.fromkeys(("p0", "p1", "p2"), 0.0) for t in "abc"}
+    pairs = [("a", "b"), ("b", "c"), ("a", "c")]
+    assert bootstrap_coverage.family_coverage(zero, pairs, trials=10, seed=1) == (10, 0, 0)
+    half = {t: {f"p{i}": 0.5 for i in range(40)} for t in "abc"}
+    together, below, above = bootstrap_coverage.family_coverage(half, pairs, trials=40, seed=1)
+    assert 28 <= together < 40 and together + below + above >= 40  # some miss with one of three
+    assert (
+        bootstrap_coverage.main(["--trials", "3", "--null", "--comparisons", "3", "--family"]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "a true 98.3% reads" in out and "each truth is 0" in out and "164 problems" not in out
+    assert out.count("first 40") == 3 and "all three differences at once" in out

@@ -10,6 +10,7 @@ import pytest
 
 import build_editions
 import lesson_time
+import prose_stats
 
 NOTEBOOKS = build_editions.lessons()
 
@@ -62,6 +63,54 @@ def test_stated_time_is_the_estimate_from_words_and_cells(path):
         f"{path.name}: {words} words, {cells} code cells: about {lesson_time.estimate(nb)} "
         f"minutes; it states {lesson_time.stated(nb)} (python tools/lesson_time.py)"
     )
+    assert lesson_time.stated_further(nb) == lesson_time.estimate_further(nb), (
+        f"{path.name}: its '## Going further' takes about {lesson_time.estimate_further(nb)} "
+        f"minutes; it states {lesson_time.stated_further(nb)} (python tools/lesson_time.py)"
+    )
+
+
+def test_going_further_is_timed_apart_from_the_lesson():
+    """Issue 35 item 6: the time up to "## Going further" and the time after it, stated both."""
+    first = nbformat.v4.new_markdown_cell(
+        "**Time needed:** about 15 minutes. **Going further:** about 5 minutes more. " + "w " * 990
+    )
+    further = nbformat.v4.new_markdown_cell("## Going further\n" + "w " * 300)
+    cells = [first] + [nbformat.v4.new_code_cell("x = 1") for _ in range(5)] + [further]
+    nb = nbformat.v4.new_notebook(cells=cells + [nbformat.v4.new_code_cell("y = 2")])
+    assert (lesson_time.estimate(nb), lesson_time.stated(nb)) == (15, 15)  # 1,004 words, 5 cells
+    assert (lesson_time.estimate_further(nb), lesson_time.stated_further(nb)) == (5, 5)  # 303, 1
+    nb.cells.remove(further)
+    assert lesson_time.estimate_further(nb) is None and lesson_time.estimate(nb) == 15
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_prose_meets_the_readability_targets(path):
+    """Issue 35 item 6: mean sentence <= 18 words, 90th percentile <= 32, none over 55; 90 min."""
+    stats = prose_stats.lesson_stats(path)
+    longest = prose_stats.longest(path, 3)
+    assert not prose_stats.misses(stats), (path.name, prose_stats.misses(stats), longest)
+
+
+def test_prose_stats_counts_sentences_as_the_issue_defines_them():
+    """Code spans, math and links are one word; list items and paragraphs are units; headings, bold
+    labels and tables are not prose; a sentence ends at . ! ? : ; before a capital, code or link."""
+    markdown = (
+        "# A heading is not prose\n\n"
+        "One two three. Four five: Six seven; eight nine.\n"
+        "Call `ec.token_f1(a, b)` on $p + r$ and see [the script](http://x.org/a b).\n\n"
+        "**How sure are we?**\n\n"  # a bold label standing alone is a heading, not a sentence
+        "- an item of three\n- another: `code` ends it\n\n"
+        "| a | table |\n| --- | --- |\n\n"
+        "```\nnot. Prose. At all.\n```\n"
+        "Version 1.2 stays one sentence, e.g. here."
+    )
+    lengths = [len(s) for s in prose_stats.sentences(markdown)]
+    # "One two three." | "Four five:" | "Six seven; eight nine." (no capital after the ";") |
+    # "Call CODE on MATH and see LINK." | "an item of three" | "another:" | "CODE ends it" |
+    # "Version 1.2 stays one sentence, e.g. here."
+    assert lengths == [3, 2, 4, 7, 4, 1, 3, 7], lengths
+    assert prose_stats.percentile_90(lengths) == 7 and prose_stats.percentile_90([5]) == 5
+    assert prose_stats.percentile_90(list(range(1, 11))) == 9  # nearest rank: ceil(0.9 * 10) = 9th
 
 
 @pytest.mark.parametrize(
