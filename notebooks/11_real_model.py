@@ -820,7 +820,7 @@ print(f"BPE GPT-2: ' Ocean' after ' Pacific' costs {pacific['Pacific'] - pacific
 # (0.0316 nats, printed above). Dividing by the length rescues it: in that one item the gold is the
 # longer choice. It backfires six times over the two models. A one-character gold like "8" or "7" is
 # divided by 1, while a distractor such as "0 degrees Celsius" spreads its cost over 17 characters, so
-# acc_norm prefers the distractor (both models, both items). For the BPE model, "365 days" and "At
+# acc_norm prefers a longer distractor instead (both models, both items). For the BPE model, "365 days" and "At
 # night" lose to longer choices the same way. On this test acc_norm loses more picks than it gains.
 
 # %%
@@ -1100,10 +1100,13 @@ print("Exercise 4: check passed.")
 # hf_model, hf_tok = ec.load_hf("gpt2", device="cuda")           # on a GPU, if you have one
 # ```
 #
-# Expect its asserts to fail: they pin this lesson's numbers. The Setup's 32,384 extra parameters
-# belong to the course's model, its table still reads the course folder's manifest, and later asserts
-# check counts such as 17 of 20 texts. Comment them out, or read each failing one as the number to
-# compare against. What else to expect:
+# Expect some cells to fail. The asserts pin this lesson's numbers: the Setup's 32,384 extra
+# parameters belong to the course's model, its table still reads the course folder's manifest, and
+# later asserts check counts such as 17 of 20 texts. Comment them out, or read each failing one as
+# the number to compare against. A few cells also assume a GPT-2 on the CPU: the Setup's table and
+# section 9 read GPT-2's config names (`n_layer`, `n_embd`), which SmolLM2's Llama config lacks, and
+# section 7's `harness_loglik` builds its inputs on the CPU (with `device="cuda"`, add
+# `.to(hf_model.hf.device)`). What else to expect:
 #
 # - **A download** on first use, cached by transformers afterwards (its size is on the model's hub
 #   page; nothing here could download it to measure).

@@ -421,7 +421,8 @@ assert verdicts.loc["The capital of France is Paris.", "span after 'is'"] == 1, 
 # The same 20 answers score anywhere from 0 to 0.70, by a choice made after generation. Each policy
 # re-scores SmolLM2's 20 exact-match answers, paired with the whole answer. A policy **rescues** an
 # answer the whole answer scored 0 when it scores it 1, and **breaks** one the other way round. The
-# table's last line checks that every result records its policy:
+# table's last line checks that every result records its policy. Each score's interval is Wilson's
+# (lesson 02):
 
 # %% tags=["live"]
 # Re-score SmolLM2's exact-match answers under every policy, paired with the whole answer; defines: by_policy, paired
@@ -478,8 +479,8 @@ assert span_rescued == ["Paris", "Tokyo", "Cairo", "Honey", "Mars"], span_rescue
 #   - "Owls are nocturnal animals, which means they are active at night and hunt during the day"
 #     contains "at night";
 #   - "Mount Everest, also known as K2" contains "Mount Everest";
-#   - "it's not a traditional star" contains "a star" once normalisation drops the "a" (the answer
-#     ends "The Sun is a star", contradicting itself);
+#   - "it's not a traditional star" contains the reference "A star" once normalisation drops the
+#     article: both become "star" (the answer ends "The Sun is a star", contradicting itself);
 #   - "The main organs that pump blood are the heart, lungs, liver, pancreas, kidneys, and
 #     intestines" contains "the heart".
 # - No policy breaks an answer the whole-answer rule accepted: there were none.
@@ -801,8 +802,9 @@ assert 0.1 < statistics.mean(floor) < cal["SmolLM2"].value  # the plug-in ECE's 
 # - The model's own calibration error is then likely lower than 0.254, by up to that noise floor.
 # - It is lower by the whole floor only for a calibrated model, and by less the more miscalibrated
 #   the model is (about 0.09 for a model over-confident by 0.137 throughout, simulated above).
-# - Subtracting the bias gives a corrected guess of about 0.10 (if SmolLM2 were nearly calibrated) to
-#   0.16 (if it were over-confident by 0.137 throughout), each as uncertain as the interval.
+# - Subtracting the bias gives a corrected guess of about 0.10 (taking a calibrated model's bias,
+#   0.153, the largest) to 0.16 (taking the bias of a model over-confident by 0.137 throughout,
+#   0.09), each as uncertain as the interval.
 # - The interval shows how much the plug-in number itself would move over other sets of 20 items,
 #   around its own bias. It is not an interval for the model's true error.
 #
