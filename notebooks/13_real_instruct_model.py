@@ -479,8 +479,8 @@ assert span_rescued == ["Paris", "Tokyo", "Cairo", "Honey", "Mars"], span_rescue
 #   - "Owls are nocturnal animals, which means they are active at night and hunt during the day"
 #     contains "at night";
 #   - "Mount Everest, also known as K2" contains "Mount Everest";
-#   - "it's not a traditional star" contains the reference "A star" once normalisation drops the
-#     article: both become "star" (the answer ends "The Sun is a star", contradicting itself);
+#   - "it's not a traditional star" contains "a star", the reference: it ends "The Sun is a star",
+#     contradicting its opening (and normalisation drops the article, so "star" alone would match);
 #   - "The main organs that pump blood are the heart, lungs, liver, pancreas, kidneys, and
 #     intestines" contains "the heart".
 # - No policy breaks an answer the whole-answer rule accepted: there were none.
