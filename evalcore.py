@@ -1270,10 +1270,11 @@ def load_fixtures():
     """The held-out data: "lm" (20 texts) and "em", "f1", "judge" (20 (instruction, reference)
     each), and "facts": per fixture, the fact each example asks about ("france", "bees", ...).
 
-    A reference is a str, or a list of acceptable answers. None of it appears verbatim in the
-    training text, which states the same facts in other words. The four fixtures ask about the
-    same ~20 facts, so their examples are not independent across evals: aggregate_interval
-    resamples facts, not examples.
+    A reference is a str, or a list of acceptable answers. The training text states the same facts
+    in other words: no fixture text or question is in it verbatim (lesson 15 finds one judge
+    question sharing an 8-gram with it), though every short exact-match answer is. The four
+    fixtures ask about the same ~20 facts, so their examples are not independent across evals:
+    aggregate_interval resamples facts, not examples.
 
     Part 0 (shared by every lesson)."""
     raw = json.loads(FIXTURES_PATH.read_text(encoding="utf-8"))
