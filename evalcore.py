@@ -70,9 +70,9 @@ Lesson 15 · Has the model seen the test?  (notebooks/15_contamination.ipynb)
     min_k_auc_mistake, tinygpt_question_facts, question_auc_mistake, flagged_counts_mistake
 Lesson 16 · Does the code run?  (notebooks/16_code_execution.ipynb)
     load_humaneval, SandboxUnavailable, SandboxWarning, ProgramResult, sandbox_info, run_program,
-    run_programs, sandbox_workers, pass_at_k, pass_all_k, humaneval_program, RawPrompt,
-    humaneval_prompts, extract_code, completion_from_answer, humaneval_results, humaneval_eval,
-    hostile_programs, record_hostile_outcomes, load_hostile_outcomes
+    run_programs, sandbox_workers, pass_at_k, pass_all_k, sign_flip_p, humaneval_program,
+    RawPrompt, humaneval_prompts, extract_code, completion_from_answer, humaneval_results,
+    humaneval_eval, hostile_programs, record_hostile_outcomes, load_hostile_outcomes
 Appendix A · HTTP transport
     ServerUnavailable, ServerDead, HTTPClient, default_cache_key, HTTPJudge, ServedModel,
     ServedTokenizer, JudgeServer, serve_judge, VLLMServer, request_key, ReplayServer
@@ -87,6 +87,7 @@ import copy
 import email.utils
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -207,7 +208,7 @@ __all__ = [
     "SANDBOX_PROCESSES", "SANDBOX_OPEN_FILES", "SANDBOX_FILE_MB", "SANDBOX_TMP_MB",
     "SANDBOX_OUTPUT_BYTES", "SANDBOX_UID_BASE", "BUBBLEWRAP_PACKAGE", "SandboxUnavailable",
     "SandboxWarning", "ProgramResult", "sandbox_info", "run_program", "run_programs",
-    "sandbox_workers", "pass_at_k", "pass_all_k", "HUMANEVAL_STOP", "FENCE_STOP",
+    "sandbox_workers", "pass_at_k", "pass_all_k", "sign_flip_p", "HUMANEVAL_STOP", "FENCE_STOP",
     "HUMANEVAL_FORMATS", "CHAT_CODE_REQUEST", "HUMANEVAL_TIMEOUT", "humaneval_program",
     "RawPrompt", "humaneval_prompts", "extract_code", "completion_from_answer",
     "HUMANEVAL_SETTINGS", "humaneval_results", "humaneval_eval", "hostile_programs",
@@ -7996,6 +7997,31 @@ def pass_all_k(n, c, k):
     Lesson 16."""
     _check_counts(n, c, k)
     return math.comb(c, k) / math.comb(n, k)  # exact integers, one correctly rounded division
+
+
+SIGN_FLIP_MAX = 20  # 2**20 sign patterns, about a second; beyond that, sample the patterns instead
+
+
+def sign_flip_p(differences):
+    """Exact two-sided p of the paired sign-flip (permutation) test: with no effect, each paired
+    difference is as likely negative as positive, so p is the share of all 2**m sign patterns of
+    the m nonzero differences whose sum lies at least as far from 0 as the observed one.
+
+    Lesson 16."""
+    values = _floats("differences", differences)
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"differences must be finite numbers, got {differences!r}")
+    nonzero = [v for v in values if v != 0]  # a zero keeps its sign under every flip
+    if len(nonzero) > SIGN_FLIP_MAX:
+        raise ValueError(
+            f"differences has {len(nonzero)} nonzero values: the exact test enumerates 2**m sign "
+            f"patterns, and m > {SIGN_FLIP_MAX} would take too long"
+        )
+    observed = abs(sum(nonzero))
+    sums = [abs(sum(s * v for s, v in zip(signs, nonzero)))
+            for signs in itertools.product((1, -1), repeat=len(nonzero))]  # fmt: skip
+    tolerance = 1e-9 * max(1.0, observed)  # float sums of one value set, in other orders
+    return sum(t >= observed - tolerance for t in sums) / len(sums)
 
 
 # HumanEval's programs, prompts and the code in an answer ------------------------------------------

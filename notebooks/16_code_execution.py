@@ -56,7 +56,6 @@
 
 # %%
 # NBVAL_CHECK_OUTPUT
-import itertools
 import math
 
 import matplotlib.pyplot as plt
@@ -696,13 +695,10 @@ assert min(widened(1, a, b, 6)[0] for a, b in [("T=0.8", "T=1.0"), ("T=0.2", "T=
 # %%
 # NBVAL_CHECK_OUTPUT
 def sign_flip_p(a, b):
-    """Exact two-sided p of a paired sign-flip test on pass@1 at a minus at b: under no effect of
-    the temperature, each problem's difference is as likely to be negative as positive."""
+    """Exact two-sided p of the paired sign-flip test (ec.sign_flip_p) on pass@1 at a minus at b."""
     at_a, at_b = by_temperature[a][1].per_example, by_temperature[b][1].per_example
     assert [x["task_id"] for x in at_a] == [y["task_id"] for y in at_b]  # paired
-    diffs = [x["c"] - y["c"] for x, y in zip(at_a, at_b) if x["c"] != y["c"]]  # of 10 samples each
-    flips = list(itertools.product((1, -1), repeat=len(diffs)))  # every sign pattern: exact, no seed
-    return sum(abs(sum(s * d for s, d in zip(signs, diffs))) >= abs(sum(diffs)) for signs in flips) / len(flips)
+    return ec.sign_flip_p([x["c"] - y["c"] for x, y in zip(at_a, at_b)])  # every sign pattern: no seed
 
 
 for a, b in pairs:

@@ -328,3 +328,31 @@ def test_the_coverage_simulation_with_no_effect_has_truth_0_and_counts_the_famil
     out = capsys.readouterr().out
     assert "a true 98.3% reads" in out and "each truth is 0" in out and "164 problems" not in out
     assert out.count("first 40") == 3 and "all three differences at once" in out
+
+
+def test_sign_flip_p_hand_computed_and_equal_to_scipys_exact_permutation_test():
+    """Three differences of one way: 2 of the 8 sign patterns reach |sum| = 3, p = 0.25. Zeros
+    change nothing. On other data it equals scipy's exact paired permutation test."""
+    import numpy as np
+    from scipy.stats import permutation_test
+
+    assert ec.sign_flip_p([1, 1, 1]) == 0.25
+    assert ec.sign_flip_p([0, 1, 0, 1, 1, 0]) == 0.25
+    assert ec.sign_flip_p([3, 1]) == 0.5  # |sums| 4, 2, 2, 4: two of four reach 4
+    assert ec.sign_flip_p([2, -1]) == 1.0 and ec.sign_flip_p([]) == 1.0  # every |sum| >= 1
+    for diffs in ([3, 1, 2, -1, 4, 1, 1, -2, 5], [0.1, 0.2, -0.1, 0.3, 0.1, 0.1, 0.2]):
+        x = np.array(diffs, dtype=float)
+        ref = permutation_test(
+            (x, np.zeros_like(x)), lambda a, b: np.mean(a - b), permutation_type="samples",
+            alternative="two-sided", n_resamples=np.inf,
+        ).pvalue  # fmt: skip
+        assert abs(ec.sign_flip_p(diffs) - ref) < 1e-12, (diffs, ec.sign_flip_p(diffs), ref)
+
+
+@pytest.mark.parametrize(
+    "differences, message",
+    [([1, float("nan")], "finite"), ("abc", "list of numbers"), ([1] * 21, "nonzero values")],
+)
+def test_sign_flip_p_refuses_bad_differences_by_name(differences, message):
+    with pytest.raises(ValueError, match=message):
+        ec.sign_flip_p(differences)
